@@ -1,0 +1,66 @@
+// Exported hooks: fork, vfork and the exec family.
+#include <alloca.h>
+#include <unistd.h>
+
+#include <cstdarg>
+
+#include "hook.hpp"
+
+using namespace fastsock;
+
+FASTSOCK_HOOK pid_t fork() noexcept { FASTSOCK_RETURN(pid_t, ops::fork()); }
+
+// vfork as fork: POSIX allows it, and a real vfork child would share (and could corrupt)
+// the parent's library state. A wrapper cannot return into a vfork child safely anyway.
+FASTSOCK_HOOK pid_t vfork() noexcept { FASTSOCK_RETURN(pid_t, ops::fork()); }
+
+FASTSOCK_HOOK int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+  FASTSOCK_RETURN(int, ops::execve(path, argv, envp));
+}
+FASTSOCK_HOOK int execv(const char* path, char* const argv[]) noexcept {
+  FASTSOCK_RETURN(int, ops::execv(path, argv));
+}
+FASTSOCK_HOOK int execvp(const char* file, char* const argv[]) noexcept {
+  FASTSOCK_RETURN(int, ops::execvp(file, argv));
+}
+FASTSOCK_HOOK int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
+  FASTSOCK_RETURN(int, ops::execvpe(file, argv, envp));
+}
+FASTSOCK_HOOK int fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
+  FASTSOCK_RETURN(int, ops::fexecve(fd, argv, envp));
+}
+FASTSOCK_HOOK int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
+                           int flags) noexcept {
+  FASTSOCK_RETURN(int, ops::execveat(dirfd, path, argv, envp, flags));
+}
+
+// execl, execlp, execle: gather the NULL-terminated variadic list into an argv on the
+// stack (as glibc does), then take the execv* path. For execle the environment follows
+// the terminating NULL.
+#define FASTSOCK_GATHER_ARGV(first, argv, envp_out)                 \
+  va_list ap;                                                       \
+  va_start(ap, first);                                              \
+  va_list count_ap;                                                 \
+  va_copy(count_ap, ap);                                            \
+  size_t argc = 1;                                                  \
+  while (va_arg(count_ap, char*)) ++argc;                           \
+  va_end(count_ap);                                                 \
+  char** argv = static_cast<char**>(alloca((argc + 1) * sizeof(char*))); \
+  argv[0] = const_cast<char*>(first);                               \
+  for (size_t i = 1; i <= argc; ++i) argv[i] = va_arg(ap, char*);   \
+  envp_out;                                                         \
+  va_end(ap)
+
+FASTSOCK_HOOK int execl(const char* path, const char* arg, ...) noexcept {
+  FASTSOCK_GATHER_ARGV(arg, argv, (void)0);
+  FASTSOCK_RETURN(int, ops::execv(path, argv));
+}
+FASTSOCK_HOOK int execlp(const char* file, const char* arg, ...) noexcept {
+  FASTSOCK_GATHER_ARGV(arg, argv, (void)0);
+  FASTSOCK_RETURN(int, ops::execvp(file, argv));
+}
+FASTSOCK_HOOK int execle(const char* path, const char* arg, ...) noexcept {
+  char* const* envp = nullptr;
+  FASTSOCK_GATHER_ARGV(arg, argv, envp = va_arg(ap, char* const*));
+  FASTSOCK_RETURN(int, ops::execve(path, argv, envp));
+}

@@ -1,0 +1,93 @@
+#include "chain.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
+
+#include "config_load.hpp"
+#include "endpoint.hpp"
+#include "transport.hpp"
+
+namespace fastsock {
+
+namespace {
+
+// Appends "name: why" to the reasons list, separated by "; ", truncating safely.
+void add_reason(char* out, size_t len, size_t& used, TransportId id, const char* why) noexcept {
+  if (used >= len) return;
+  auto name = transport_name(id);
+  int n = snprintf(out + used, len - used, "%s%.*s: %s", used ? "; " : "", int(name.size()),
+                   name.data(), why);
+  if (n > 0) used = std::min(len - 1, used + size_t(n));
+}
+
+bool is_registered(TransportId id) noexcept { return find_transport(id) != nullptr; }
+
+struct AttachContext {
+  Socket* socket;
+  Side side;
+};
+
+bool try_attach(void* context, TransportId id, char* why, size_t why_len) noexcept {
+  auto& ctx = *static_cast<AttachContext*>(context);
+  const TransportEntry* entry = find_transport(id);
+  Probe probe = entry->probe();
+  if (!probe.available) {
+    snprintf(why, why_len, "%s", probe.reason);
+    return false;
+  }
+  return entry->instance().attach(*ctx.socket, ctx.side, why, why_len) == 0;
+}
+
+}  // namespace
+
+TransportId walk_chain(const ChainInputs& in, char* reasons, size_t reasons_len) noexcept {
+  size_t used = 0;
+  reasons[0] = '\0';
+  const Config& cfg = *in.config;
+  const Rule* rule = in.rule_address
+                         ? match_rule(cfg.rules, in.program, in.direction, in.rule_address)
+                         : nullptr;
+  for (TransportId id : cfg.chain) {
+    if (id == TransportId::tcp) break;
+    char why[96];
+    if (rule && !(rule->allowed & bit(id))) {
+      snprintf(why, sizeof why, "excluded by rule on line %d", rule->line);
+    } else if (!in.registered(id)) {
+      snprintf(why, sizeof why, "not built");
+    } else if (in.attach(in.context, id, why, sizeof why)) {
+      return id;
+    }
+    add_reason(reasons, reasons_len, used, id, why);
+  }
+  if (cfg.pass_through_forced) {
+    // One reason covers every link: the configuration was rejected (see the log).
+    snprintf(reasons, reasons_len, "configuration error: pass-through");
+    return TransportId::tcp;
+  }
+  // Links left out of the chain are reasons too: "not accelerated" must always say why.
+  const TransportMask configured = mask_of(cfg.chain);
+  for (int i = 0; i < kTransportCount; ++i) {
+    const auto id = TransportId(i);
+    if (id != TransportId::tcp && !(configured & bit(id)))
+      add_reason(reasons, reasons_len, used, id, "not in FASTSOCK_TRANSPORTS");
+  }
+  return TransportId::tcp;
+}
+
+void choose_link(Socket& s, Side side) noexcept {
+  stats::Slot& slot = *s.slot;
+  sockaddr_storage rule_addr;
+  const stats::Endpoint& ep = side == Side::client ? slot.peer : slot.local;
+  socklen_t len = sockaddr_from(ep, rule_addr);
+  AttachContext ctx{&s, side};
+  ChainInputs in{&config(), program_name(),
+                 side == Side::client ? Direction::client : Direction::server,
+                 len ? reinterpret_cast<const sockaddr*>(&rule_addr) : nullptr, is_registered,
+                 try_attach, &ctx};
+  TransportId id = walk_chain(in, slot.reason, sizeof slot.reason);
+  slot.transport = uint8_t(id);
+  s.link = &find_transport(id)->instance();
+}
+
+}  // namespace fastsock

@@ -1,0 +1,166 @@
+#include "fd_table.hpp"
+
+#include <sys/mman.h>
+
+#include <mutex>
+#include <new>
+
+#include "process.hpp"
+
+namespace fastsock {
+
+namespace {
+
+using Entry = std::atomic<Socket*>;
+constexpr size_t kTopSize = size_t(fd_table::kMaxFd) >> fd_table::kChunkBits;
+
+// Zero-initialised .bss: pages are only touched for chunks that exist.
+std::atomic<Entry*> g_chunks[kTopSize];
+std::atomic<size_t> g_live{0};
+
+// The Socket pool. Allocation happens on socket()/accept(), never on the data path.
+std::mutex g_pool_mutex;
+Socket* g_free_list = nullptr;
+constexpr size_t kPoolBlock = 64;
+
+void* map_zeroed(size_t bytes) noexcept {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+Socket* pool_take() noexcept {
+  std::lock_guard lock(g_pool_mutex);
+  if (!g_free_list) {
+    auto* block = static_cast<Socket*>(map_zeroed(sizeof(Socket) * kPoolBlock));
+    if (!block) return nullptr;
+    for (size_t i = 0; i < kPoolBlock; ++i) {
+      Socket* s = new (&block[i]) Socket();
+      s->next_free = g_free_list;
+      g_free_list = s;
+    }
+  }
+  Socket* s = g_free_list;
+  g_free_list = s->next_free;
+  return s;
+}
+
+void pool_give(Socket* s) noexcept {
+  std::lock_guard lock(g_pool_mutex);
+  s->next_free = g_free_list;
+  g_free_list = s;
+}
+
+// Resets everything but `refs`, which racing lookups may be reading (it is 0 here, and a
+// lookup never takes a reference on a Socket whose count is 0).
+void reset_fields(Socket& s) noexcept {
+  s.domain = 0;
+  s.link = nullptr;
+  s.slot = &s.private_slot;
+  s.private_slot.state.store(0, std::memory_order_relaxed);
+  s.private_slot.fd = -1;
+  s.private_slot.role = 0;
+  s.private_slot.transport = 0;
+  s.private_slot.local = {};
+  s.private_slot.peer = {};
+  s.private_slot.bytes_sent.store(0, std::memory_order_relaxed);
+  s.private_slot.bytes_received.store(0, std::memory_order_relaxed);
+  s.private_slot.opened_ns = 0;
+  s.private_slot.reason[0] = '\0';
+  s.next_free = nullptr;
+}
+
+void release(Socket* s) noexcept {
+  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    on_socket_released(*s);
+    g_live.fetch_sub(1, std::memory_order_relaxed);
+    pool_give(s);
+  }
+}
+
+Entry* entry_for(int fd, bool create) noexcept {
+  if (fd < 0 || fd >= fd_table::kMaxFd) return nullptr;
+  auto& top = g_chunks[size_t(fd) >> fd_table::kChunkBits];
+  Entry* chunk = top.load(std::memory_order_acquire);
+  if (!chunk) {
+    if (!create) return nullptr;
+    auto* fresh = static_cast<Entry*>(map_zeroed(sizeof(Entry) * fd_table::kChunkSize));
+    if (!fresh) return nullptr;
+    if (top.compare_exchange_strong(chunk, fresh, std::memory_order_acq_rel)) {
+      chunk = fresh;
+    } else {
+      munmap(fresh, sizeof(Entry) * fd_table::kChunkSize);  // another thread won the race
+    }
+  }
+  return &chunk[fd & (fd_table::kChunkSize - 1)];
+}
+
+void lock_pool_for_fork() noexcept { g_pool_mutex.lock(); }
+void unlock_pool_after_fork() noexcept { g_pool_mutex.unlock(); }
+const ForkHandlers g_fork_handlers{lock_pool_for_fork, unlock_pool_after_fork,
+                                   unlock_pool_after_fork};
+const bool g_registered = (register_fork_handlers(g_fork_handlers), true);
+
+}  // namespace
+
+void SocketRef::reset() noexcept {
+  if (s_) release(std::exchange(s_, nullptr));
+}
+
+namespace fd_table {
+
+SocketRef make_socket() noexcept {
+  Socket* s = pool_take();
+  if (!s) return {};
+  reset_fields(*s);
+  g_live.fetch_add(1, std::memory_order_relaxed);
+  s->refs.store(1, std::memory_order_release);
+  return SocketRef(s);
+}
+
+SocketRef lookup(int fd) noexcept {
+  Entry* e = entry_for(fd, false);
+  if (!e) return {};
+  Socket* s = e->load(std::memory_order_acquire);
+  if (!s) return {};
+  int32_t r = s->refs.load(std::memory_order_relaxed);
+  do {
+    if (r == 0) return {};  // being recycled: the descriptor was just closed
+  } while (!s->refs.compare_exchange_weak(r, r + 1, std::memory_order_acquire,
+                                          std::memory_order_relaxed));
+  // The pool may have recycled `s` for another descriptor between the load and the
+  // increment; the entry still pointing at it proves it is ours.
+  if (e->load(std::memory_order_acquire) != s) {
+    release(s);
+    return {};
+  }
+  return SocketRef(s);
+}
+
+bool install(int fd, Socket* s) noexcept {
+  Entry* e = entry_for(fd, s != nullptr);
+  if (!e) return s == nullptr;
+  if (s) s->refs.fetch_add(1, std::memory_order_relaxed);
+  if (Socket* old = e->exchange(s, std::memory_order_acq_rel)) release(old);
+  return true;
+}
+
+void remove_range(unsigned first, unsigned last) noexcept {
+  if (first >= unsigned(kMaxFd)) return;
+  if (last >= unsigned(kMaxFd)) last = unsigned(kMaxFd) - 1;
+  for (unsigned fd = first; fd <= last;) {
+    Entry* chunk = g_chunks[fd >> kChunkBits].load(std::memory_order_acquire);
+    unsigned chunk_end = (fd | unsigned(kChunkSize - 1));
+    if (chunk_end > last) chunk_end = last;
+    if (chunk) {
+      for (unsigned i = fd; i <= chunk_end; ++i)
+        if (Socket* old = chunk[i & unsigned(kChunkSize - 1)].exchange(nullptr)) release(old);
+    }
+    if (chunk_end == last) break;
+    fd = chunk_end + 1;
+  }
+}
+
+size_t live_sockets() noexcept { return g_live.load(std::memory_order_relaxed); }
+
+}  // namespace fd_table
+}  // namespace fastsock

@@ -1,0 +1,73 @@
+// The fd table: O(1) from a descriptor number to its tracked Socket, lock-free on lookup.
+//
+// Two levels: a static array of chunk pointers (zero pages until touched) and chunks of
+// 4096 entries allocated on first use, covering every descriptor number Linux can hand out
+// (fs.nr_open is at most 2^30). A lookup for an untracked descriptor, e.g. a regular file,
+// costs two loads; that is the whole price a non-socket read() or write() pays.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <utility>
+
+#include "socket.hpp"
+
+namespace fastsock {
+
+// A counted reference to a Socket; empty for an untracked descriptor.
+class SocketRef {
+ public:
+  SocketRef() noexcept = default;
+  explicit SocketRef(Socket* s) noexcept : s_(s) {}  // adopts one reference
+  SocketRef(SocketRef&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  SocketRef& operator=(SocketRef&& o) noexcept {
+    if (this != &o) { reset(); s_ = std::exchange(o.s_, nullptr); }
+    return *this;
+  }
+  SocketRef(const SocketRef&) = delete;
+  SocketRef& operator=(const SocketRef&) = delete;
+  ~SocketRef() { reset(); }
+
+  explicit operator bool() const noexcept { return s_ != nullptr; }
+  Socket* operator->() const noexcept { return s_; }
+  Socket& operator*() const noexcept { return *s_; }
+  Socket* get() const noexcept { return s_; }
+  void reset() noexcept;
+
+ private:
+  Socket* s_ = nullptr;
+};
+
+namespace fd_table {
+
+inline constexpr int kChunkBits = 12;
+inline constexpr int kChunkSize = 1 << kChunkBits;
+inline constexpr int kMaxFd = 1 << 30;
+
+// A new Socket with one reference (the caller's), or an empty ref if memory ran out.
+SocketRef make_socket() noexcept;
+
+// The Socket tracked for `fd`, or an empty ref.
+SocketRef lookup(int fd) noexcept;
+
+// Makes `fd` refer to `s` (taking a new reference), or to nothing when `s` is null; drops
+// the reference to whatever `fd` referred to before. Returns false if fd is out of range or
+// memory ran out (the descriptor then simply stays untracked: pass-through).
+bool install(int fd, Socket* s) noexcept;
+
+// Forgets `fd` (the application closed it).
+inline void remove(int fd) noexcept { install(fd, nullptr); }
+
+// Forgets every descriptor in [first, last] (close_range, closefrom).
+void remove_range(unsigned first, unsigned last) noexcept;
+
+// Number of Socket objects alive (tests, stats).
+size_t live_sockets() noexcept;
+
+}  // namespace fd_table
+
+// Called when the last reference to a Socket goes away: detach the transport, retire the
+// stats slot. Defined in ops_socket.cc.
+void on_socket_released(Socket& s) noexcept;
+
+}  // namespace fastsock

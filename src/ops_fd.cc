@@ -1,0 +1,72 @@
+// Descriptors: the fd table follows every way the application closes or copies one.
+#include <fcntl.h>
+#include <linux/close_range.h>
+
+#include "fd_table.hpp"
+#include "log.hpp"
+#include "ops.hpp"
+#include "real.hpp"
+#include "result.hpp"
+
+namespace fastsock::ops {
+
+long close(int fd) noexcept {
+  log_fd_closing(fd);
+  // Forget first: once the kernel closes the number it may be reused at once by another
+  // thread's socket(), and that new entry must not be the one we remove.
+  fd_table::remove(fd);
+  return neg_errno(real().close(fd));
+}
+
+long close_range(unsigned first, unsigned last, int flags) noexcept {
+  const int rc = real().close_range(first, last, flags);
+  if (rc != 0) return -errno;
+  if (!(flags & CLOSE_RANGE_CLOEXEC)) {
+    log_fd_range_closing(first, last);
+    fd_table::remove_range(first, last);
+  }
+  return 0;
+}
+
+void closefrom(int lowfd) noexcept {
+  if (lowfd < 0) lowfd = 0;
+  log_fd_range_closing(unsigned(lowfd), ~0u);
+  real().closefrom(lowfd);
+  fd_table::remove_range(unsigned(lowfd), ~0u);
+}
+
+long dup(int fd) noexcept {
+  const int nfd = real().dup(fd);
+  if (nfd < 0) return -errno;
+  fd_table::install(nfd, fd_table::lookup(fd).get());
+  return nfd;
+}
+
+long dup2(int fd, int newfd) noexcept {
+  if (fd != newfd) log_fd_closing(newfd);
+  const int rc = real().dup2(fd, newfd);
+  if (rc < 0) return -errno;
+  if (fd != newfd) fd_table::install(newfd, fd_table::lookup(fd).get());
+  return rc;
+}
+
+long dup3(int fd, int newfd, int flags) noexcept {
+  if (fd != newfd) log_fd_closing(newfd);
+  const int rc = real().dup3(fd, newfd, flags);
+  if (rc < 0) return -errno;
+  fd_table::install(newfd, fd_table::lookup(fd).get());
+  return rc;
+}
+
+long fcntl(int fd, int cmd, void* arg, bool fcntl64) noexcept {
+  const int rc = fcntl64 ? real().fcntl64(fd, cmd, arg) : real().fcntl(fd, cmd, arg);
+  if (rc < 0) return -errno;
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) fd_table::install(rc, fd_table::lookup(fd).get());
+  return rc;
+}
+
+long ioctl(int fd, unsigned long request, void* arg) noexcept {
+  return neg_errno(real().ioctl(fd, request, arg));
+}
+
+}  // namespace fastsock::ops

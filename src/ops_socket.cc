@@ -1,0 +1,215 @@
+// Connection lifecycle: which sockets are tracked, and the chain decision at connect/accept.
+#include <netinet/in.h>
+#include <time.h>
+
+#include <cstring>
+
+#include "chain.hpp"
+#include "config_load.hpp"
+#include "endpoint.hpp"
+#include "fd_table.hpp"
+#include "guard.hpp"
+#include "log.hpp"
+#include "ops.hpp"
+#include "real.hpp"
+#include "result.hpp"
+#include "stats.hpp"
+
+namespace fastsock::ops {
+
+namespace {
+
+// Only TCP over IPv4/IPv6 is tracked; every other socket passes through untouched.
+bool is_tcp(int domain, int type, int protocol) noexcept {
+  return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
+         (protocol == 0 || protocol == IPPROTO_TCP);
+}
+
+uint64_t now_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
+stats::Endpoint local_endpoint(int fd) noexcept {
+  sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  return endpoint_from(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+// Moves a socket's description into a slot of the published stats area (if one is free)
+// and makes it visible with `state`. Called before any data flows on the socket.
+void publish(Socket& s, stats::SlotState state) noexcept {
+  stats::Slot* shared = stats::claim_slot();
+  if (shared) {
+    const stats::Slot& from = s.private_slot;
+    shared->fd = from.fd;
+    shared->role = from.role;
+    shared->transport = from.transport;
+    shared->local = from.local;
+    shared->peer = from.peer;
+    shared->bytes_sent.store(0, std::memory_order_relaxed);
+    shared->bytes_received.store(0, std::memory_order_relaxed);
+    shared->opened_ns = from.opened_ns;
+    memcpy(shared->reason, from.reason, sizeof shared->reason);
+    s.slot = shared;
+  }
+  s.slot->state.store(uint32_t(state), std::memory_order_release);
+}
+
+// The kernel connection exists: pick the link, publish, log.
+void track_connection(Socket& s, int fd, Side side, const stats::Endpoint& local,
+                      const stats::Endpoint& peer) noexcept {
+  stats::Slot& slot = *s.slot;
+  slot.fd = fd;
+  slot.role = uint8_t(side == Side::client ? stats::Role::client : stats::Role::server);
+  slot.local = local;
+  slot.peer = peer;
+  slot.opened_ns = now_ns();
+  choose_link(s, side);
+  publish(s, stats::SlotState::connected);
+  if (log_enabled(LogLevel::debug)) {
+    char l[64], p[64];
+    format_endpoint(local, l, sizeof l);
+    format_endpoint(peer, p, sizeof p);
+    auto name = transport_name(TransportId(s.slot->transport));
+    LOG_DEBUG("fd=%d %s %s %s %s on %.*s (%s)", fd, side == Side::client ? "client" : "server",
+              l, side == Side::client ? "->" : "<-", p, int(name.size()), name.data(),
+              s.slot->reason);
+  }
+}
+
+}  // namespace
+
+long socket(int domain, int type, int protocol) noexcept {
+  const int fd = real().socket(domain, type, protocol);
+  if (fd < 0) return -errno;
+  if (!is_tcp(domain, type, protocol) || inside_library()) {
+    fd_table::remove(fd);  // the number may have belonged to a socket closed behind our back
+    return fd;
+  }
+  (void)config();  // first tracked socket: load the configuration now, not at load time
+  SocketRef s = fd_table::make_socket();
+  if (s) {
+    s->domain = domain;
+    s->slot->fd = fd;
+  }
+  // Out of memory: the descriptor is simply untracked (pass-through), never an error.
+  fd_table::install(fd, s.get());
+  return fd;
+}
+
+long socketpair(int domain, int type, int protocol, int sv[2]) noexcept {
+  // The kernel only makes pairs of Unix sockets: nothing to track.
+  return neg_errno(real().socketpair(domain, type, protocol, sv));
+}
+
+long bind(int fd, const sockaddr* addr, socklen_t len) noexcept {
+  return neg_errno(real().bind(fd, addr, len));
+}
+
+long listen(int fd, int backlog) noexcept {
+  const int rc = real().listen(fd, backlog);
+  if (rc != 0) return -errno;
+  SocketRef s = fd_table::lookup(fd);
+  if (!s || s->slot->role != uint8_t(stats::Role::none)) return 0;  // untracked, or relisten
+  stats::Slot& slot = *s->slot;
+  slot.role = uint8_t(stats::Role::listener);
+  slot.local = local_endpoint(fd);
+  slot.opened_ns = now_ns();
+  slot.transport = uint8_t(TransportId::tcp);
+  // Every usable link of the chain gets to prepare for incoming upgrades.
+  for (TransportId id : config().chain) {
+    const TransportEntry* entry = find_transport(id);
+    if (entry && entry->probe().available) (void)entry->instance().on_listen(*s);
+  }
+  publish(*s, stats::SlotState::listening);
+  if (log_enabled(LogLevel::debug)) {
+    char l[64];
+    format_endpoint(slot.local, l, sizeof l);
+    LOG_DEBUG("fd=%d listen %s", fd, l);
+  }
+  return 0;
+}
+
+long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
+  SocketRef listener = fd_table::lookup(fd);
+  if (!listener || inside_library()) {
+    const int nfd = real().accept4(fd, addr, len, flags);
+    if (nfd >= 0) fd_table::remove(nfd);
+    return neg_errno(nfd);
+  }
+  // Ask for the peer address ourselves: the application may not.
+  sockaddr_storage peer;
+  socklen_t peer_len = sizeof peer;
+  const int nfd = real().accept4(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len, flags);
+  if (nfd < 0) return -errno;
+  if (addr && len) {
+    memcpy(addr, &peer, std::min<size_t>(*len, peer_len));
+    *len = peer_len;  // the kernel reports the full length even when it truncated
+  }
+  SocketRef s = fd_table::make_socket();
+  if (s) {
+    s->domain = listener->domain;
+    track_connection(*s, nfd, Side::server, local_endpoint(nfd),
+                     endpoint_from(reinterpret_cast<sockaddr*>(&peer), peer_len));
+  }
+  fd_table::install(nfd, s.get());
+  return nfd;
+}
+
+long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
+  const int rc = real().connect(fd, addr, len);
+  const int err = rc == 0 ? 0 : errno;
+  // A non-blocking connect is a connection in the making: decide now, as for a blocking one.
+  if (rc == 0 || err == EINPROGRESS) {
+    SocketRef s = fd_table::lookup(fd);
+    if (s && s->slot->role == uint8_t(stats::Role::none)) {
+      stats::Endpoint peer = endpoint_from(addr, len);
+      if (peer.family != 0) track_connection(*s, fd, Side::client, local_endpoint(fd), peer);
+    }
+  }
+  return rc == 0 ? 0 : -err;
+}
+
+long shutdown(int fd, int how) noexcept {
+  SocketRef s = fd_table::lookup(fd);
+  if (s && s->link) return s->link->shutdown(*s, fd, how);
+  return neg_errno(real().shutdown(fd, how));
+}
+
+long getsockopt(int fd, int level, int name, void* value, socklen_t* len) noexcept {
+  return neg_errno(real().getsockopt(fd, level, name, value, len));
+}
+
+long setsockopt(int fd, int level, int name, const void* value, socklen_t len) noexcept {
+  return neg_errno(real().setsockopt(fd, level, name, value, len));
+}
+
+long getsockname(int fd, sockaddr* addr, socklen_t* len) noexcept {
+  return neg_errno(real().getsockname(fd, addr, len));
+}
+
+long getpeername(int fd, sockaddr* addr, socklen_t* len) noexcept {
+  return neg_errno(real().getpeername(fd, addr, len));
+}
+
+}  // namespace fastsock::ops
+
+namespace fastsock {
+
+void on_socket_released(Socket& s) noexcept {
+  const int saved_errno = errno;
+  stats::Slot& slot = *s.slot;
+  if (slot.role != uint8_t(stats::Role::none)) {
+    LOG_DEBUG("fd=%d closed sent=%llu received=%llu", slot.fd,
+              static_cast<unsigned long long>(slot.bytes_sent.load(std::memory_order_relaxed)),
+              static_cast<unsigned long long>(slot.bytes_received.load(std::memory_order_relaxed)));
+  }
+  if (s.link) s.link->detach(s);
+  if (s.slot != &s.private_slot) stats::retire_slot(s.slot);
+  errno = saved_errno;
+}
+
+}  // namespace fastsock

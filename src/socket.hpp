@@ -1,0 +1,31 @@
+// Per-connection state of a tracked TCP socket.
+//
+// One Socket per open file description: dup'ed descriptors share it (the fd table holds a
+// reference per descriptor). Socket objects live in a type-stable pool and are never
+// returned to the system, so a racing lookup can always safely touch one; the reference
+// count decides when it is recycled (see fd_table.hpp).
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "stats_layout.hpp"
+#include "transport.hpp"
+
+namespace fastsock {
+
+struct Socket {
+  std::atomic<int32_t> refs{0};
+  int domain = 0;                     // AF_INET or AF_INET6
+  Transport* link = nullptr;          // the link of the chain carrying the data
+  // Counters and description. Points into the published stats area when a slot was free,
+  // else at `private_slot`; writers never need to know which.
+  stats::Slot* slot = nullptr;
+  stats::Slot private_slot{};
+  Socket* next_free = nullptr;        // pool free list
+};
+
+}  // namespace fastsock

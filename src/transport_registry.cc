@@ -1,0 +1,34 @@
+#include "transport.hpp"
+
+#include "fastsock_build_config.h"
+
+namespace fastsock {
+
+// Registration functions live next to each transport (transports/<x>/, shm/).
+const TransportEntry& tcp_transport_entry() noexcept;
+
+const TransportEntry* find_transport(TransportId id) noexcept {
+  switch (id) {
+    case TransportId::tcp: return &tcp_transport_entry();
+    case TransportId::shm:
+    case TransportId::verbs:
+    case TransportId::vendor: return nullptr;
+  }
+  return nullptr;
+}
+
+const char* missing_transport_reason(TransportId id) noexcept {
+  switch (id) {
+    case TransportId::shm: return "not in this build (the shm transport is not implemented yet)";
+    case TransportId::verbs:
+      return FASTSOCK_HAVE_VERBS_LIBS
+                 ? "not in this build (the verbs transport is not implemented yet)"
+                 : "not in this build (built without libibverbs/librdmacm)";
+    case TransportId::vendor:
+      return "not in this build (vendor adapters are not implemented yet)";
+    case TransportId::tcp: return "";
+  }
+  return "";
+}
+
+}  // namespace fastsock
