@@ -10,7 +10,7 @@
 
 namespace fastsock::ops {
 
-long close(int fd) noexcept {
+long close(int fd) {
   log_fd_closing(fd);
   // Forget first: once the kernel closes the number it may be reused at once by another
   // thread's socket(), and that new entry must not be the one we remove.
@@ -18,7 +18,7 @@ long close(int fd) noexcept {
   return neg_errno(real().close(fd));
 }
 
-long close_range(unsigned first, unsigned last, int flags) noexcept {
+long close_range(unsigned first, unsigned last, int flags) {
   const int rc = real().close_range(first, last, flags);
   if (rc != 0) return -errno;
   if (!(flags & CLOSE_RANGE_CLOEXEC)) {
@@ -28,21 +28,21 @@ long close_range(unsigned first, unsigned last, int flags) noexcept {
   return 0;
 }
 
-void closefrom(int lowfd) noexcept {
+void closefrom(int lowfd) {
   if (lowfd < 0) lowfd = 0;
   log_fd_range_closing(unsigned(lowfd), ~0u);
   real().closefrom(lowfd);
   fd_table::remove_range(unsigned(lowfd), ~0u);
 }
 
-long dup(int fd) noexcept {
+long dup(int fd) {
   const int nfd = real().dup(fd);
   if (nfd < 0) return -errno;
   fd_table::install(nfd, fd_table::lookup(fd).get());
   return nfd;
 }
 
-long dup2(int fd, int newfd) noexcept {
+long dup2(int fd, int newfd) {
   if (fd != newfd) log_fd_closing(newfd);
   const int rc = real().dup2(fd, newfd);
   if (rc < 0) return -errno;
@@ -50,7 +50,7 @@ long dup2(int fd, int newfd) noexcept {
   return rc;
 }
 
-long dup3(int fd, int newfd, int flags) noexcept {
+long dup3(int fd, int newfd, int flags) {
   if (fd != newfd) log_fd_closing(newfd);
   const int rc = real().dup3(fd, newfd, flags);
   if (rc < 0) return -errno;
@@ -58,14 +58,14 @@ long dup3(int fd, int newfd, int flags) noexcept {
   return rc;
 }
 
-long fcntl(int fd, int cmd, void* arg, bool fcntl64) noexcept {
+long fcntl(int fd, int cmd, void* arg, bool fcntl64) {
   const int rc = fcntl64 ? real().fcntl64(fd, cmd, arg) : real().fcntl(fd, cmd, arg);
   if (rc < 0) return -errno;
   if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) fd_table::install(rc, fd_table::lookup(fd).get());
   return rc;
 }
 
-long ioctl(int fd, unsigned long request, void* arg) noexcept {
+long ioctl(int fd, unsigned long request, void* arg) {
   return neg_errno(real().ioctl(fd, request, arg));
 }
 

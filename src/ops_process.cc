@@ -34,7 +34,7 @@ void register_fork_handlers(const ForkHandlers& handlers) noexcept {
 
 namespace ops {
 
-long fork() noexcept {
+long fork() {
   const int n = std::min(g_handler_count.load(), kMaxForkHandlers);
   for (int i = 0; i < n; ++i) g_handlers[i].prepare();
   const pid_t pid = real().fork();
@@ -47,7 +47,7 @@ long fork() noexcept {
 namespace {
 // Runs an exec entry point with the stats file unlinked; it only returns on failure.
 template <typename Call>
-long exec_with(Call&& call) noexcept {
+long exec_with(Call&& call) {
   stats::before_exec();
   const long rc = neg_errno(call());
   stats::after_failed_exec();
@@ -55,28 +55,28 @@ long exec_with(Call&& call) noexcept {
 }
 }  // namespace
 
-long execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+long execve(const char* path, char* const argv[], char* const envp[]) {
   return exec_with([&] { return real().execve(path, argv, envp); });
 }
 
-long execv(const char* path, char* const argv[]) noexcept {
+long execv(const char* path, char* const argv[]) {
   return exec_with([&] { return real().execv(path, argv); });
 }
 
-long execvp(const char* file, char* const argv[]) noexcept {
+long execvp(const char* file, char* const argv[]) {
   return exec_with([&] { return real().execvp(file, argv); });
 }
 
-long execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
+long execvpe(const char* file, char* const argv[], char* const envp[]) {
   return exec_with([&] { return real().execvpe(file, argv, envp); });
 }
 
-long fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
+long fexecve(int fd, char* const argv[], char* const envp[]) {
   return exec_with([&] { return real().fexecve(fd, argv, envp); });
 }
 
 long execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
-              int flags) noexcept {
+              int flags) {
   return exec_with([&] { return real().execveat(dirfd, path, argv, envp, flags); });
 }
 

@@ -20,18 +20,18 @@ namespace fastsock::ops {
 namespace {
 
 // Only TCP over IPv4/IPv6 is tracked; every other socket passes through untouched.
-bool is_tcp(int domain, int type, int protocol) noexcept {
+bool is_tcp(int domain, int type, int protocol) {
   return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
          (protocol == 0 || protocol == IPPROTO_TCP);
 }
 
-uint64_t now_ns() noexcept {
+uint64_t now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
 }
 
-stats::Endpoint local_endpoint(int fd) noexcept {
+stats::Endpoint local_endpoint(int fd) {
   sockaddr_storage ss;
   socklen_t len = sizeof ss;
   if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
@@ -40,7 +40,7 @@ stats::Endpoint local_endpoint(int fd) noexcept {
 
 // Moves a socket's description into a slot of the published stats area (if one is free)
 // and makes it visible with `state`. Called before any data flows on the socket.
-void publish(Socket& s, stats::SlotState state) noexcept {
+void publish(Socket& s, stats::SlotState state) {
   stats::Slot* shared = stats::claim_slot();
   if (shared) {
     const stats::Slot& from = s.private_slot;
@@ -60,7 +60,7 @@ void publish(Socket& s, stats::SlotState state) noexcept {
 
 // The kernel connection exists: pick the link, publish, log.
 void track_connection(Socket& s, int fd, Side side, const stats::Endpoint& local,
-                      const stats::Endpoint& peer) noexcept {
+                      const stats::Endpoint& peer) {
   stats::Slot& slot = *s.slot;
   slot.fd = fd;
   slot.role = uint8_t(side == Side::client ? stats::Role::client : stats::Role::server);
@@ -82,7 +82,7 @@ void track_connection(Socket& s, int fd, Side side, const stats::Endpoint& local
 
 }  // namespace
 
-long socket(int domain, int type, int protocol) noexcept {
+long socket(int domain, int type, int protocol) {
   const int fd = real().socket(domain, type, protocol);
   if (fd < 0) return -errno;
   if (!is_tcp(domain, type, protocol) || inside_library()) {
@@ -100,16 +100,16 @@ long socket(int domain, int type, int protocol) noexcept {
   return fd;
 }
 
-long socketpair(int domain, int type, int protocol, int sv[2]) noexcept {
+long socketpair(int domain, int type, int protocol, int sv[2]) {
   // The kernel only makes pairs of Unix sockets: nothing to track.
   return neg_errno(real().socketpair(domain, type, protocol, sv));
 }
 
-long bind(int fd, const sockaddr* addr, socklen_t len) noexcept {
+long bind(int fd, const sockaddr* addr, socklen_t len) {
   return neg_errno(real().bind(fd, addr, len));
 }
 
-long listen(int fd, int backlog) noexcept {
+long listen(int fd, int backlog) {
   const int rc = real().listen(fd, backlog);
   if (rc != 0) return -errno;
   SocketRef s = fd_table::lookup(fd);
@@ -133,7 +133,7 @@ long listen(int fd, int backlog) noexcept {
   return 0;
 }
 
-long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
+long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
   SocketRef listener = fd_table::lookup(fd);
   if (!listener || inside_library()) {
     const int nfd = real().accept4(fd, addr, len, flags);
@@ -159,7 +159,7 @@ long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
   return nfd;
 }
 
-long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
+long connect(int fd, const sockaddr* addr, socklen_t len) {
   const int rc = real().connect(fd, addr, len);
   const int err = rc == 0 ? 0 : errno;
   // A non-blocking connect is a connection in the making: decide now, as for a blocking one.
@@ -173,25 +173,25 @@ long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
   return rc == 0 ? 0 : -err;
 }
 
-long shutdown(int fd, int how) noexcept {
+long shutdown(int fd, int how) {
   SocketRef s = fd_table::lookup(fd);
   if (s && s->link) return s->link->shutdown(*s, fd, how);
   return neg_errno(real().shutdown(fd, how));
 }
 
-long getsockopt(int fd, int level, int name, void* value, socklen_t* len) noexcept {
+long getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
   return neg_errno(real().getsockopt(fd, level, name, value, len));
 }
 
-long setsockopt(int fd, int level, int name, const void* value, socklen_t len) noexcept {
+long setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
   return neg_errno(real().setsockopt(fd, level, name, value, len));
 }
 
-long getsockname(int fd, sockaddr* addr, socklen_t* len) noexcept {
+long getsockname(int fd, sockaddr* addr, socklen_t* len) {
   return neg_errno(real().getsockname(fd, addr, len));
 }
 
-long getpeername(int fd, sockaddr* addr, socklen_t* len) noexcept {
+long getpeername(int fd, sockaddr* addr, socklen_t* len) {
   return neg_errno(real().getpeername(fd, addr, len));
 }
 

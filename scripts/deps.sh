@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what building and testing fastsock needs on Debian 12, with apt-get.
+# Sourced by scripts/test.sh and scripts/main-job.sh; does nothing when all is present.
+set -euo pipefail
+
+FASTSOCK_PACKAGES=(
+  # build
+  g++ gcc meson ninja-build pkg-config binutils
+  # tests: Catch2 v2, libFuzzer (clang + its runtime), real programs run under the library
+  catch2 clang libclang-rt-14-dev netpipe-tcp iperf3 socat curl python3 procps
+  # optional transports, detected by meson (verbs)
+  libibverbs-dev librdmacm-dev
+)
+
+fastsock_install_deps() {
+  local missing=()
+  for p in "${FASTSOCK_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "== installing: ${missing[*]}"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
+# Configures (or reconfigures) a build directory and builds it.
+#   fastsock_build DIR [meson options...]
+fastsock_build() {
+  local dir=$1
+  shift
+  if [ -f "$dir/build.ninja" ]; then
+    meson configure "$dir" "$@" >/dev/null
+  else
+    meson setup "$dir" "$@" >/dev/null
+  fi
+  ninja -C "$dir"
+}

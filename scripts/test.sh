@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The test command (README.md, .ci/run): installs dependencies, builds twice — a normal
+# build and an ASan+UBSan build — and runs every test suite in both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+
+fastsock_install_deps
+
+echo "== build (debugoptimized)"
+fastsock_build build
+echo "== tests: unit, fuzz, preload, bench smoke"
+meson test -C build --print-errorlogs --suite unit --suite fuzz --suite preload --suite bench
+
+echo "== build (ASan + UBSan)"
+fastsock_build build-san -Db_sanitize=address,undefined -Db_lundef=false
+echo "== tests under sanitizers: unit, preload"
+# Leaks in the host programs (python, curl, ...) are theirs, not ours: the preload tests set
+# their own ASAN_OPTIONS; the unit tests keep leak detection on.
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  meson test -C build-san --print-errorlogs --suite unit --suite preload
+
+echo "== all tests passed"
