@@ -49,7 +49,9 @@ bool read_rules_file(const char* path, std::string& out, std::string& error) {
   return true;
 }
 
-const char* lookup_env(const char* name) { return getenv(name); }
+// secure_getenv: in a setuid/setgid program the environment belongs to another user, who
+// must not choose which file the library appends its log to or reads rules from.
+const char* lookup_env(const char* name) { return secure_getenv(name); }
 
 Config* load() noexcept {
   ReentryGuard guard;

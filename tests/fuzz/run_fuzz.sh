@@ -1,0 +1,72 @@
+#!/bin/sh
+# Builds the libFuzzer target for the configuration parser and runs a bounded campaign.
+#
+#   run_fuzz.sh [SOURCE_ROOT [SECONDS]]      (SECONDS also from $FUZZ_SECONDS; default 20)
+#
+# Exit status: 0 clean, 1 crash / invariant failure / build error, 77 skipped (no clang++
+# or no libFuzzer runtime here; the reason is printed). The campaign runs on a copy of the
+# seed corpus in a temporary directory, so the source tree is never modified. On a failure
+# the temporary directory (crash input included) is kept and its path printed.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=${1:-$here/../..}
+seconds=${2:-${FUZZ_SECONDS:-20}}
+cxx=${CLANGXX:-clang++}
+
+case $seconds in
+  ''|*[!0-9]*) echo "run_fuzz.sh: invalid time '$seconds' (expected whole seconds)" >&2; exit 1 ;;
+esac
+
+if ! command -v "$cxx" >/dev/null 2>&1; then
+  echo "SKIP: $cxx not found (install clang and libclang-rt-14-dev to fuzz)"
+  exit 77
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/fastsock-fuzz.XXXXXX")
+keep=0
+cleanup() { if [ "$keep" = 0 ]; then rm -rf "$work"; fi; }
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# A missing fuzzer runtime (libclang-rt-*-dev) is an environment limit, not a failure:
+# probe it with a trivial target before building the real one.
+printf '%s\n' '#include <cstddef>' '#include <cstdint>' \
+  'extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }' \
+  >"$work/probe.cc"
+if ! "$cxx" -fsanitize=fuzzer,address,undefined "$work/probe.cc" -o "$work/probe" \
+    >"$work/probe.log" 2>&1; then
+  echo "SKIP: $cxx cannot link -fsanitize=fuzzer,address,undefined (libFuzzer runtime missing?):"
+  sed 's/^/  /' "$work/probe.log" | head -5
+  exit 77
+fi
+
+flags="-std=c++20 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined
+       -fno-sanitize-recover=all -Wall -Wextra"
+# shellcheck disable=SC2086  # $flags is a word list on purpose
+if ! "$cxx" $flags -I"$root/src" "$root/tests/fuzz/fuzz_config.cc" "$root/src/config.cc" \
+    -o "$work/fuzz_config"; then
+  echo "FAIL: could not build the fuzzer with $cxx"
+  exit 1
+fi
+
+cp -R "$root/tests/fuzz/corpus" "$work/corpus"
+echo "fuzzing the configuration parser for ${seconds}s on $(ls "$work/corpus" | wc -l) seeds"
+
+# The seeds are run first, so a regression in a known input fails at once.
+if ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+   "$work/fuzz_config" "$work/corpus" \
+     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+     -dict="$root/tests/fuzz/config.dict" -artifact_prefix="$work/" \
+     -print_final_stats=1 >"$work/fuzz.log" 2>&1; then
+  tail -n 20 "$work/fuzz.log"
+  echo "PASS: no crash in ${seconds}s"
+  exit 0
+fi
+
+keep=1
+tail -n 60 "$work/fuzz.log"
+echo "FAIL: the fuzzer found a problem; log and crash input kept in $work:"
+ls -l "$work" | grep -E 'crash-|leak-|timeout-|oom-' || true
+exit 1
