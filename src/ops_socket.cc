@@ -1,9 +1,14 @@
 // Connection lifecycle: which sockets are tracked, and the chain decision at connect/accept.
+#include <dirent.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 #include <time.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include "adopt.hpp"
 #include "chain.hpp"
 #include "config_load.hpp"
 #include "endpoint.hpp"
@@ -17,21 +22,21 @@
 
 namespace fastsock::ops {
 
-namespace {
+// Helpers shared with the start-up adoption below.
 
 // Only TCP over IPv4/IPv6 is tracked; every other socket passes through untouched.
-bool is_tcp(int domain, int type, int protocol) {
+static bool is_tcp(int domain, int type, int protocol) {
   return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
          (protocol == 0 || protocol == IPPROTO_TCP);
 }
 
-uint64_t now_ns() {
+static uint64_t now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
 }
 
-stats::Endpoint local_endpoint(int fd) {
+static stats::Endpoint local_endpoint(int fd) {
   sockaddr_storage ss;
   socklen_t len = sizeof ss;
   if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
@@ -40,7 +45,7 @@ stats::Endpoint local_endpoint(int fd) {
 
 // Moves a socket's description into a slot of the published stats area (if one is free)
 // and makes it visible with `state`. Called before any data flows on the socket.
-void publish(Socket& s, stats::SlotState state) {
+static void publish(Socket& s, stats::SlotState state) {
   stats::Slot* shared = stats::claim_slot();
   if (shared) {
     const stats::Slot& from = s.private_slot;
@@ -59,7 +64,7 @@ void publish(Socket& s, stats::SlotState state) {
 }
 
 // The kernel connection exists: pick the link, publish, log.
-void track_connection(Socket& s, int fd, Side side, const stats::Endpoint& local,
+static void track_connection(Socket& s, int fd, Side side, const stats::Endpoint& local,
                       const stats::Endpoint& peer) {
   stats::Slot& slot = *s.slot;
   slot.fd = fd;
@@ -79,8 +84,6 @@ void track_connection(Socket& s, int fd, Side side, const stats::Endpoint& local
               s.slot->reason);
   }
 }
-
-}  // namespace
 
 long socket(int domain, int type, int protocol) {
   const int fd = real().socket(domain, type, protocol);
@@ -198,6 +201,71 @@ long getpeername(int fd, sockaddr* addr, socklen_t* len) {
 }  // namespace fastsock::ops
 
 namespace fastsock {
+
+namespace {
+
+// Enters one descriptor found at start-up into the table if it is a TCP socket.
+void adopt_one(int fd) noexcept {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+  int domain = 0, type = 0, protocol = 0, listening = 0;
+  socklen_t len = sizeof(int);
+  if (real().getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) return;
+  len = sizeof(int);
+  if (real().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) return;
+  len = sizeof(int);
+  if (real().getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0) return;
+  if (!ops::is_tcp(domain, type, protocol)) return;
+  len = sizeof(int);
+  (void)real().getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len);
+
+  (void)config();
+  SocketRef s = fd_table::make_socket();
+  if (!s) return;
+  s->domain = domain;
+  stats::Slot& slot = *s->slot;
+  slot.fd = fd;
+  slot.local = ops::local_endpoint(fd);
+  slot.opened_ns = ops::now_ns();
+  slot.transport = uint8_t(TransportId::tcp);
+  s->link = &find_transport(TransportId::tcp)->instance();
+  sockaddr_storage peer;
+  socklen_t peer_len = sizeof peer;
+  if (listening) {
+    slot.role = uint8_t(stats::Role::listener);
+    ops::publish(*s, stats::SlotState::listening);
+  } else if (real().getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0) {
+    // The kernel has carried it since before this program started; it stays there.
+    slot.role = uint8_t(stats::Role::inherited);
+    slot.peer = endpoint_from(reinterpret_cast<sockaddr*>(&peer), peer_len);
+    snprintf(slot.reason, sizeof slot.reason, "inherited at exec: stays on tcp");
+    ops::publish(*s, stats::SlotState::connected);
+  }
+  fd_table::install(fd, s.get());
+  LOG_DEBUG("fd=%d inherited %s", fd,
+            listening ? "listener" : slot.role ? "connection" : "unconnected socket");
+}
+
+}  // namespace
+
+void adopt_inherited_sockets() noexcept {
+  const int saved_errno = errno;
+  ReentryGuard guard;
+  // /proc/self/fd lists exactly the descriptors this process holds; without /proc the
+  // inherited sockets simply stay untracked (pass-through).
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir) {
+    const int own = dirfd(dir);
+    while (dirent* entry = readdir(dir)) {
+      char* end = nullptr;
+      long fd = strtol(entry->d_name, &end, 10);
+      if (end != entry->d_name && *end == '\0' && fd != own && fd >= 0 && fd < INT32_MAX)
+        adopt_one(int(fd));
+    }
+    closedir(dir);
+  }
+  errno = saved_errno;
+}
 
 void on_socket_released(Socket& s) noexcept {
   const int saved_errno = errno;

@@ -1,5 +1,6 @@
 #include "real.hpp"
 
+#include "adopt.hpp"
 #include "guard.hpp"
 
 #include <dlfcn.h>
@@ -50,12 +51,17 @@ std::once_flag g_once;
 }  // namespace
 
 void resolve_real() noexcept {
-  std::call_once(g_once, [] {
+  bool first = false;
+  std::call_once(g_once, [&] {
 #define FASTSOCK_RESOLVE_REAL(name, ret, args) resolve_one(g_real.name, #name);
     FASTSOCK_REAL_FUNCTIONS(FASTSOCK_RESOLVE_REAL)
 #undef FASTSOCK_RESOLVE_REAL
     g_real_ready.store(true, std::memory_order_release);
+    first = true;
   });
+  // The first hooked call of the process is also the moment to take over the sockets it
+  // inherited (adoption itself calls real(), hence outside the once-block).
+  if (first) adopt_inherited_sockets();
 }
 
 }  // namespace fastsock::detail

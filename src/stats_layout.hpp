@@ -21,7 +21,10 @@ inline constexpr uint32_t kSlotCount = 4096;
 inline constexpr const char* kStatsPrefix = "/dev/shm/fastsock-stats.";
 
 enum class SlotState : uint32_t { free = 0, listening = 1, connected = 2, closed = 3 };
-enum class Role : uint8_t { none = 0, client = 1, server = 2, listener = 3 };
+// `inherited`: a connection this process did not open itself but found at start-up,
+// passed on by exec from a parent (which side opened it is not known).
+enum class Role : uint8_t { none = 0, client = 1, server = 2, listener = 3, inherited = 4 };
+inline constexpr uint8_t kMaxRole = uint8_t(Role::inherited);
 
 // An endpoint without pointers: family, address bytes (network order), port (host order).
 struct Endpoint {
