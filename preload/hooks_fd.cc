@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdarg>
+#include <cstdio>
 
 #include "hook.hpp"
 
@@ -20,6 +21,7 @@ FASTSOCK_HOOK void closefrom(int lowfd) noexcept {
   ops::closefrom(lowfd);
   errno = saved;
 }
+FASTSOCK_HOOK int fclose(FILE* stream) { FASTSOCK_RETURN(int, ops::fclose(stream)); }
 FASTSOCK_HOOK int dup(int fd) noexcept { FASTSOCK_RETURN(int, ops::dup(fd)); }
 FASTSOCK_HOOK int dup2(int fd, int newfd) noexcept { FASTSOCK_RETURN(int, ops::dup2(fd, newfd)); }
 FASTSOCK_HOOK int dup3(int fd, int newfd, int flags) noexcept {

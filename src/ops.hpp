@@ -20,6 +20,8 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include <cstdio>
+
 namespace fastsock::ops {
 
 // ops_socket.cc: connection lifecycle
@@ -39,6 +41,8 @@ long getpeername(int fd, sockaddr* addr, socklen_t* len);
 long close(int fd);
 long close_range(unsigned first, unsigned last, int flags);
 void closefrom(int lowfd);
+// A FILE opened with fdopen() on a socket closes it inside glibc, out of the hooks' sight.
+long fclose(FILE* stream);
 long dup(int fd);
 long dup2(int fd, int newfd);
 long dup3(int fd, int newfd, int flags);

@@ -35,6 +35,16 @@ void closefrom(int lowfd) {
   fd_table::remove_range(unsigned(lowfd), ~0u);
 }
 
+long fclose(FILE* stream) {
+  const int fd = stream ? fileno(stream) : -1;
+  if (fd >= 0) {
+    log_fd_closing(fd);
+    fd_table::remove(fd);
+  }
+  // fclose returns EOF (not -1 by contract) on failure; EOF is -1 in glibc.
+  return neg_errno(real().fclose(stream));
+}
+
 long dup(int fd) {
   const int nfd = real().dup(fd);
   if (nfd < 0) return -errno;

@@ -15,6 +15,8 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include <cstdio>
+
 #include <atomic>
 
 namespace fastsock {
@@ -31,6 +33,7 @@ namespace fastsock {
   X(close, int, (int))                                                                      \
   X(close_range, int, (unsigned, unsigned, int))                                            \
   X(closefrom, void, (int))                                                                 \
+  X(fclose, int, (FILE*))                                                                    \
   X(dup, int, (int))                                                                        \
   X(dup2, int, (int, int))                                                                  \
   X(dup3, int, (int, int, int))                                                             \

@@ -1,0 +1,337 @@
+# Shared helpers for the preload tests: real programs run under libfastsock.so as separate
+# processes. Source it from a test script (bash), then call init_test first.
+#
+# Environment (set by tests/preload/meson.build):
+#   FASTSOCK_LIB             path of libfastsock.so (required)
+#   PROGS_DIR                where the test programs were built (required by prog tests)
+#   FASTSOCK_PRELOAD_PREFIX  libraries that must come first in LD_PRELOAD (libasan in a
+#                            sanitizer build), optional
+#   FASTSOCK_TEST_KEEP=1     keep the work directory even when the test passes
+#
+# Exit codes follow meson: 0 pass, 77 skipped, anything else failed.
+
+set -u -o pipefail
+
+TEST_NAME=""
+WORK=""
+LOG=""                 # the FASTSOCK_LOG_FILE of this test's runs under the library
+declare -a BG_PIDS=()  # background `timeout` wrappers started by start_bg
+declare -A BG_NAMES=()
+
+note() { printf '%s: %s\n' "$TEST_NAME" "$*"; }
+
+skip() {
+  printf '%s: SKIP: %s\n' "$TEST_NAME" "$*"
+  exit 77
+}
+
+fail() {
+  printf '%s: FAIL: %s\n' "$TEST_NAME" "$*"
+  if [[ -n "$LOG" && -s "$LOG" ]]; then
+    printf -- '--- last lines of %s ---\n' "$LOG"
+    tail -n 30 "$LOG"
+  fi
+  exit 1
+}
+
+# Kills whatever start_bg started and is still running, then removes the work directory
+# (kept on failure so the logs can be read, unless WORK_DISPOSABLE=1: an expected failure).
+cleanup() {
+  local rc=$?
+  local pid i
+  # `timeout` makes itself a process-group leader: signalling the group also reaches the
+  # program and anything it forked.
+  for pid in "${BG_PIDS[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null
+  done
+  for pid in "${BG_PIDS[@]}"; do
+    for ((i = 0; i < 50; i++)); do
+      kill -0 -- "-$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  if [[ -n "$WORK" && -d "$WORK" ]]; then
+    if [[ $rc -eq 0 || $rc -eq 77 || ${WORK_DISPOSABLE:-0} -eq 1 ]] &&
+      [[ "${FASTSOCK_TEST_KEEP:-0}" != 1 ]]; then
+      rm -rf "$WORK"
+    else
+      printf '%s: work directory kept: %s\n' "$TEST_NAME" "$WORK"
+    fi
+  fi
+  exit "$rc"
+}
+
+init_test() {
+  TEST_NAME="$1"
+  [[ -n "${FASTSOCK_LIB:-}" ]] || fail "FASTSOCK_LIB is not set (run through meson test)"
+  [[ -f "$FASTSOCK_LIB" ]] || fail "FASTSOCK_LIB=$FASTSOCK_LIB does not exist"
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/fastsock-preload-$TEST_NAME.XXXXXX") ||
+    fail "cannot create a work directory"
+  LOG="$WORK/fastsock.log"
+  : >"$LOG"
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
+require_cmd() {
+  local c
+  for c in "$@"; do
+    command -v "$c" >/dev/null 2>&1 || skip "'$c' is not installed"
+  done
+}
+
+# require_preload_prefix_ok CMD...: in a sanitizer build the ASan runtime is preloaded into
+# uninstrumented programs; a program that cannot run that way at all (without fastsock
+# too) cannot be tested there: skip, with the reason. CMD should be quick (e.g. --version).
+require_preload_prefix_ok() {
+  [[ -n "${FASTSOCK_PRELOAD_PREFIX:-}" ]] || return 0
+  local rc=0
+  timeout -k 2 5 env LD_PRELOAD="$FASTSOCK_PRELOAD_PREFIX" "$@" >"$WORK/prefix-probe.out" 2>&1 || rc=$?
+  [[ $rc -eq 0 ]] && return 0
+  [[ $rc -eq 124 ]] && skip "'$*' hangs with only LD_PRELOAD=$FASTSOCK_PRELOAD_PREFIX (no fastsock): this program cannot run in the sanitizer build"
+  skip "'$*' fails (status $rc) with only LD_PRELOAD=$FASTSOCK_PRELOAD_PREFIX (no fastsock): $(head -c 300 "$WORK/prefix-probe.out")"
+}
+
+prog() { printf '%s/%s' "${PROGS_DIR:?PROGS_DIR is not set}" "$1"; }
+
+# The LD_PRELOAD value: the sanitizer runtime (if any) must come first.
+preload_value() { printf '%s' "${FASTSOCK_PRELOAD_PREFIX:+$FASTSOCK_PRELOAD_PREFIX }$FASTSOCK_LIB"; }
+
+# under_fastsock CMD...: runs CMD with the library preloaded and debug logging into $LOG.
+under_fastsock() {
+  LD_PRELOAD="$(preload_value)" FASTSOCK_LOG=debug FASTSOCK_LOG_FILE="$LOG" "$@"
+}
+
+# without_fastsock CMD...: the same command on the plain kernel (the baseline run).
+without_fastsock() {
+  env -u LD_PRELOAD -u FASTSOCK_LOG -u FASTSOCK_LOG_FILE "$@"
+}
+
+# start_bg and run_fg run their command under `timeout`, which cannot call shell
+# functions: a leading under_fastsock/without_fastsock is turned into the same settings
+# given through env(1). Sets the array CMD.
+expand_wrapper() {
+  CMD=("$@")
+  case "${CMD[0]}" in
+    under_fastsock)
+      CMD=(env "LD_PRELOAD=$(preload_value)" FASTSOCK_LOG=debug "FASTSOCK_LOG_FILE=$LOG"
+           "${CMD[@]:1}") ;;
+    without_fastsock)
+      CMD=(env -u LD_PRELOAD -u FASTSOCK_LOG -u FASTSOCK_LOG_FILE "${CMD[@]:1}") ;;
+  esac
+}
+
+# start_bg NAME SECONDS [under_fastsock|without_fastsock] CMD...: starts CMD in the
+# background, bounded by `timeout`, with stdout+stderr in $WORK/NAME.out. Sets BG_PID. Use wait_bg NAME to collect its status.
+start_bg() {
+  local name=$1 secs=$2
+  shift 2
+  expand_wrapper "$@"
+  timeout -k 5 "$secs" "${CMD[@]}" >"$WORK/$name.out" 2>&1 &
+  BG_PID=$!
+  BG_PIDS+=("$BG_PID")
+  BG_NAMES[$name]=$BG_PID
+}
+
+# wait_bg NAME: waits for a start_bg process and returns its exit status (124 = timed out).
+wait_bg() {
+  local name=$1 rc=0
+  wait "${BG_NAMES[$name]}" || rc=$?
+  return "$rc"
+}
+
+# run_fg NAME SECONDS [under_fastsock|without_fastsock] CMD...: runs CMD bounded by `timeout`, output in $WORK/NAME.out;
+# fails the test with the output shown if CMD does not exit 0.
+run_fg() {
+  local name=$1 secs=$2 rc=0
+  shift 2
+  expand_wrapper "$@"
+  timeout -k 5 "$secs" "${CMD[@]}" >"$WORK/$name.out" 2>&1 || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    cat "$WORK/$name.out"
+    [[ $rc -eq 124 ]] && fail "$name timed out after ${secs}s: $*"
+    fail "$name exited with status $rc: $*"
+  fi
+}
+
+# expect_bg_ok NAME: wait_bg NAME and fail the test (showing its output) unless it exited 0.
+expect_bg_ok() {
+  local name=$1 rc=0
+  wait_bg "$name" || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    cat "$WORK/$name.out"
+    [[ $rc -eq 124 ]] && fail "$name timed out"
+    fail "$name exited with status $rc"
+  fi
+}
+
+# Is anything listening on TCP port $1 (IPv4 or IPv6)? Reads /proc so that checking never
+# connects: a probe connection would be taken as the real client by servers like NPtcp.
+port_listening() {
+  local hex
+  hex=$(printf ':%04X' "$1")
+  awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { found = 1 }
+                   END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+port_in_use() {
+  local hex
+  hex=$(printf ':%04X' "$1")
+  awk -v p="$hex" 'substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' \
+    /proc/net/tcp /proc/net/tcp6 /proc/net/udp /proc/net/udp6 2>/dev/null
+}
+
+# free_port: prints a TCP port that nothing uses, below the ephemeral range so that an
+# outgoing connection cannot take it between now and the server's bind.
+free_port() {
+  local i port
+  for i in $(seq 1 200); do
+    port=$((20000 + RANDOM % 12000))
+    if ! port_in_use "$port"; then
+      printf '%s' "$port"
+      return 0
+    fi
+  done
+  fail "no free TCP port found"
+}
+
+# wait_for_port PORT [SECONDS] [PID]: until something listens on PORT; fails after SECONDS
+# (default 15), or at once if PID (the server) has exited.
+wait_for_port() {
+  local port=$1 secs=${2:-15} pid=${3:-} i
+  for ((i = 0; i < secs * 20; i++)); do
+    port_listening "$port" && return 0
+    if [[ -n "$pid" ]] && ! kill -0 "$pid" 2>/dev/null; then
+      fail "the server exited before listening on port $port"
+    fi
+    sleep 0.05
+  done
+  fail "nothing listening on port $port after ${secs}s"
+}
+
+# wait_for_file FILE [SECONDS] [PID]: until FILE exists and is not empty.
+wait_for_file() {
+  local file=$1 secs=${2:-15} pid=${3:-} i
+  for ((i = 0; i < secs * 20; i++)); do
+    [[ -s "$file" ]] && return 0
+    if [[ -n "$pid" ]] && ! kill -0 "$pid" 2>/dev/null; then
+      fail "the server exited before writing $file"
+    fi
+    sleep 0.05
+  done
+  fail "$file not written after ${secs}s"
+}
+
+# ---- assertions on the library's log ($LOG) -------------------------------------------
+
+# log_count TEXT: number of log lines containing the fixed string TEXT.
+log_count() { grep -cF -- "$1" "$LOG" || true; }
+
+log_assert_contains() {
+  [[ $(log_count "$1") -ge 1 ]] || fail "log has no line containing: $1"
+}
+
+log_assert_absent() {
+  [[ $(log_count "$1") -eq 0 ]] || fail "log has a line containing '$1': $(grep -F -m1 -- "$1" "$LOG")"
+}
+
+# log_assert_interception: the library really intercepted this run's TCP traffic.
+log_assert_interception() {
+  grep -qE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ client .* -> .* on tcp' "$LOG" ||
+    fail "log has no 'client ... on tcp' line: the library did not see a connect"
+  grep -qE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ server .* <- .* on tcp' "$LOG" ||
+    fail "log has no 'server ... on tcp' line: the library did not see an accept"
+  grep -qE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ closed sent=[0-9]+ received=[0-9]+' "$LOG" ||
+    fail "log has no 'closed sent=N received=M' line"
+}
+
+# log_assert_ends_match: both ends of every connection ran under the library: for each
+# `client L -> P` line there is a `server P <- L` line (same address spelling on both ends).
+log_assert_ends_match() {
+  local l p n=0
+  while read -r l p; do
+    grep -qF "server $p <- $l on tcp" "$LOG" ||
+      fail "connection $l -> $p has no matching 'server $p <- $l' line"
+    n=$((n + 1))
+  done < <(sed -nE 's/.* client ([^ ]+) -> ([^ ]+) on tcp.*/\1 \2/p' "$LOG")
+  [[ $n -gt 0 ]] || fail "no client lines in the log"
+  note "both ends of all $n connections are in the log"
+}
+
+# log_assert_closed SENT RECEIVED: some connection closed with exactly these counts.
+log_assert_closed() {
+  grep -qE "debug: fd=[0-9]+ closed sent=$1 received=$2\$" "$LOG" ||
+    fail "log has no 'closed sent=$1 received=$2' line; closed lines: $(grep -o 'closed sent=.*' "$LOG" | sort | uniq -c | tr '\n' ';')"
+}
+
+# log_closed_pairs: prints "SENT RECEIVED" for every closed line.
+log_closed_pairs() {
+  sed -nE 's/.* closed sent=([0-9]+) received=([0-9]+).*/\1 \2/p' "$LOG"
+}
+
+# log_assert_no_errors: the library reported no error while the programs ran.
+log_assert_no_errors() {
+  if grep -qE 'fastsock\[[0-9]+\] error:' "$LOG"; then
+    fail "the library logged an error: $(grep -E -m1 'fastsock\[[0-9]+\] error:' "$LOG")"
+  fi
+}
+
+# log_count_matching SPEC: number of log lines matching SPEC, where '|' separates parts that
+# must all occur in the line, a part starting with '!' must not occur, and a part ending
+# with '$' must end the line. All parts are fixed strings.
+log_count_matching() {
+  awk -v spec="$1" '
+    BEGIN { n = split(spec, parts, "|") }
+    {
+      ok = 1
+      for (i = 1; i <= n && ok; i++) {
+        p = parts[i]; neg = 0; anchored = 0
+        if (substr(p, 1, 1) == "!") { neg = 1; p = substr(p, 2) }
+        if (substr(p, length(p), 1) == "$") { anchored = 1; p = substr(p, 1, length(p) - 1) }
+        if (anchored) hit = length($0) >= length(p) && substr($0, length($0) - length(p) + 1) == p
+        else hit = index($0, p) > 0
+        if (hit == neg) ok = 0
+      }
+      if (ok) count++
+    }
+    END { print count + 0 }' "$LOG"
+}
+
+# check_expectations OUTPUT: the test programs print what the log must show (SPEC as in
+# log_count_matching):
+#   expect-log: SPEC      some log line matches (one more line per repeated expectation)
+#   expect-nolog: SPEC    no log line matches
+#   expect-count: N SPEC  exactly N log lines match
+check_expectations() {
+  local out=$1 line spec count want n=0
+  declare -A seen=()
+  while IFS= read -r line; do
+    case "$line" in
+      "expect-log: "*)
+        spec=${line#expect-log: }
+        seen[$spec]=$((${seen[$spec]:-0} + 1))
+        count=$(log_count_matching "$spec")
+        [[ $count -ge ${seen[$spec]} ]] ||
+          fail "log lacks (occurrence ${seen[$spec]} of) a line matching: $spec"
+        n=$((n + 1))
+        ;;
+      "expect-nolog: "*)
+        spec=${line#expect-nolog: }
+        count=$(log_count_matching "$spec")
+        [[ $count -eq 0 ]] || fail "log has $count lines matching '$spec', want none"
+        n=$((n + 1))
+        ;;
+      "expect-count: "*)
+        spec=${line#expect-count: }
+        want=${spec%% *}
+        spec=${spec#* }
+        count=$(log_count_matching "$spec")
+        [[ $count -eq $want ]] || fail "log has $count lines matching '$spec', want exactly $want"
+        n=$((n + 1))
+        ;;
+    esac
+  done <"$out"
+  note "$n log expectations printed by the programs hold"
+}

@@ -1,0 +1,308 @@
+// Helpers shared by the preload test programs (see common.h).
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "common.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char* g_name = "prog";
+
+void check_failed(const char* file, int line, const char* cond, const char* fmt, ...) {
+  int saved = errno;
+  fprintf(stdout, "FAIL[%s pid %d] %s:%d: %s: ", g_name, (int)getpid(), file, line, cond);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stdout, fmt, ap);
+  va_end(ap);
+  fprintf(stdout, " (errno %d %s)\n", saved, strerror(saved));
+  fflush(stdout);
+  _exit(1);
+}
+
+long sys_checked(long ret, const char* file, int line, const char* what) {
+  if (ret == -1) check_failed(file, line, what, "call failed");
+  return ret;
+}
+
+void ok(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("ok: ");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+}
+
+void note_skip(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("skip: ");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+}
+
+typedef const char* (*transport_fn)(int);
+
+// ISO C has no cast from void* to a function pointer; copying the bits is the portable way.
+static void* api_symbol(const char* name) { return dlsym(RTLD_DEFAULT, name); }
+
+static transport_fn api_transport(void) {
+  transport_fn fn = NULL;
+  void* sym = api_symbol("fastsock_transport");
+  memcpy(&fn, &sym, sizeof fn);
+  return fn;
+}
+
+int fastsock_present(void) { return api_transport() != NULL; }
+
+void prog_init(const char* name) {
+  g_name = name;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  typedef const char* (*version_fn)(void);
+  version_fn version = NULL;
+  void* sym = api_symbol("fastsock_version");
+  memcpy(&version, &sym, sizeof version);
+  if (fastsock_present() && version)
+    printf("fastsock: present (version %s)\n", version());
+  else
+    printf("fastsock: absent\n");
+}
+
+void expect_transport(int fd, const char* want) {
+  transport_fn fn = api_transport();
+  if (!fn) return;
+  errno = 0;
+  const char* got = fn(fd);
+  if (want) {
+    CHECK(got && strcmp(got, want) == 0, "fastsock_transport(fd=%d) = %s, want %s", fd,
+          got ? got : "NULL", want);
+    ok("fastsock_transport(fd=%d) = %s", fd, got);
+  } else {
+    CHECK(got == NULL, "fastsock_transport(fd=%d) = %s, want NULL (untracked)", fd, got);
+    CHECK(errno != 0, "fastsock_transport(fd=%d) returned NULL without setting errno", fd);
+    ok("fastsock_transport(fd=%d) = NULL (untracked, errno %d)", fd, errno);
+  }
+}
+
+static void print_expectation(const char* tag, const char* fmt, va_list ap) {
+  if (!fastsock_present()) return;
+  char text[512];
+  vsnprintf(text, sizeof text, fmt, ap);
+  printf("%s: fastsock[%d] debug: %s\n", tag, (int)getpid(), text);
+}
+
+void expect_log(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  print_expectation("expect-log", fmt, ap);
+  va_end(ap);
+}
+
+void expect_no_log(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  print_expectation("expect-nolog", fmt, ap);
+  va_end(ap);
+}
+
+void expect_count(int n, const char* fmt, ...) {
+  if (!fastsock_present()) return;
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  printf("expect-count: %d fastsock[%d] debug: %s\n", n, (int)getpid(), text);
+}
+
+void expect_client_log(int fd) {
+  char l[80], p[80];
+  expect_log("fd=%d client %s -> %s on tcp", fd, local_str(fd, l, sizeof l),
+             peer_str(fd, p, sizeof p));
+}
+
+void expect_server_log(int fd) {
+  char l[80], p[80];
+  expect_log("fd=%d server %s <- %s on tcp", fd, local_str(fd, l, sizeof l),
+             peer_str(fd, p, sizeof p));
+}
+
+// The closed line names the connection by a descriptor number, which need not be the one
+// closed last (dup'ed descriptors share the connection), so only the pid, the event and
+// the exact counts (anchored at the end of the line) are expected. `fd` is not printed.
+void expect_closed_log(int fd, size_t sent, size_t received) {
+  (void)fd;
+  expect_log("fd=|closed sent=%zu received=%zu$", sent, received);
+}
+
+void expect_no_fd_log(void) { expect_no_log("fd="); }
+
+const char* addr_str(const struct sockaddr_storage* ss, char* buf, size_t len) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in* in = (const struct sockaddr_in*)ss;
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
+  } else if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6* in6 = (const struct sockaddr_in6*)ss;
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
+  } else {
+    snprintf(buf, len, "family-%d", ss->ss_family);
+  }
+  return buf;
+}
+
+const char* local_str(int fd, char* buf, size_t len) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  SYS(getsockname(fd, (struct sockaddr*)&ss, &sl));
+  return addr_str(&ss, buf, len);
+}
+
+const char* peer_str(int fd, char* buf, size_t len) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  SYS(getpeername(fd, (struct sockaddr*)&ss, &sl));
+  return addr_str(&ss, buf, len);
+}
+
+uint16_t local_port(int fd) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  SYS(getsockname(fd, (struct sockaddr*)&ss, &sl));
+  return ss.ss_family == AF_INET ? ntohs(((struct sockaddr_in*)&ss)->sin_port)
+                                 : ntohs(((struct sockaddr_in6*)&ss)->sin6_port);
+}
+
+static socklen_t loopback(int family, uint16_t port, struct sockaddr_storage* ss) {
+  memset(ss, 0, sizeof *ss);
+  if (family == AF_INET6) {
+    struct sockaddr_in6* in6 = (struct sockaddr_in6*)ss;
+    in6->sin6_family = AF_INET6;
+    in6->sin6_addr = in6addr_loopback;
+    in6->sin6_port = htons(port);
+    return sizeof *in6;
+  }
+  struct sockaddr_in* in = (struct sockaddr_in*)ss;
+  in->sin_family = AF_INET;
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  in->sin_port = htons(port);
+  return sizeof *in;
+}
+
+int tcp_listen(int family, uint16_t port, int backlog) {
+  int fd = (int)SYS(socket(family, SOCK_STREAM, 0));
+  int one = 1;
+  SYS(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
+  struct sockaddr_storage ss;
+  socklen_t sl = loopback(family, port, &ss);
+  SYS(bind(fd, (struct sockaddr*)&ss, sl));
+  SYS(listen(fd, backlog));
+  return fd;
+}
+
+int tcp_connect(int family, uint16_t port) {
+  int fd = (int)SYS(socket(family, SOCK_STREAM, 0));
+  struct sockaddr_storage ss;
+  socklen_t sl = loopback(family, port, &ss);
+  SYS(connect(fd, (struct sockaddr*)&ss, sl));
+  return fd;
+}
+
+void tcp_pair(int family, int* client, int* server) {
+  int lfd = tcp_listen(family, 0, 4);
+  *client = tcp_connect(family, local_port(lfd));
+  *server = (int)SYS(accept(lfd, NULL, NULL));
+  SYS(close(lfd));
+}
+
+int ipv6_loopback_available(void) {
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  struct sockaddr_storage ss;
+  socklen_t sl = loopback(AF_INET6, 0, &ss);
+  int ok_bind = bind(fd, (struct sockaddr*)&ss, sl) == 0;
+  close(fd);
+  return ok_bind;
+}
+
+void write_all(int fd, const void* buf, size_t len) {
+  const char* p = buf;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    CHECK(n > 0, "write(fd=%d, %zu) returned %zd", fd, len, n);
+    p += n;
+    len -= (size_t)n;
+  }
+}
+
+void read_exact(int fd, void* buf, size_t len) {
+  char* p = buf;
+  while (len > 0) {
+    ssize_t n = read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    CHECK(n > 0, "read(fd=%d, %zu) returned %zd (0 = early EOF)", fd, len, n);
+    p += n;
+    len -= (size_t)n;
+  }
+}
+
+size_t read_to_eof(int fd, void* buf, size_t cap) {
+  char* p = buf;
+  size_t total = 0;
+  for (;;) {
+    char spare;
+    ssize_t n = read(fd, total < cap ? p + total : &spare, total < cap ? cap - total : 1);
+    if (n < 0 && errno == EINTR) continue;
+    CHECK(n >= 0, "read(fd=%d) failed", fd);
+    if (n == 0) return total;
+    CHECK(total < cap, "read(fd=%d): more than %zu bytes before EOF", fd, cap);
+    total += (size_t)n;
+  }
+}
+
+static unsigned char pattern_byte(unsigned seed, size_t i) {
+  return (unsigned char)((i * 131u + seed * 7u + (i >> 8) * 17u) & 0xff);
+}
+
+void fill_pattern(void* buf, size_t len, unsigned seed, size_t offset) {
+  unsigned char* p = buf;
+  for (size_t i = 0; i < len; i++) p[i] = pattern_byte(seed, offset + i);
+}
+
+void check_pattern(const void* buf, size_t len, unsigned seed, size_t offset, const char* what) {
+  const unsigned char* p = buf;
+  for (size_t i = 0; i < len; i++)
+    CHECK(p[i] == pattern_byte(seed, offset + i), "%s: byte %zu is %u, want %u", what,
+          offset + i, p[i], pattern_byte(seed, offset + i));
+}
+
+void wait_child_ok(int pid, const char* what) {
+  int status = 0;
+  int r;
+  do r = waitpid(pid, &status, 0);
+  while (r < 0 && errno == EINTR);
+  CHECK(r == pid, "waitpid(%d) for %s", pid, what);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s (pid %d) ended with status 0x%x",
+        what, pid, status);
+}
+
+void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}

@@ -1,0 +1,77 @@
+// Helpers shared by the preload test programs.
+//
+// These programs are plain executables: they are NOT linked with fastsock. They check the
+// POSIX behaviour they exercise against the plain kernel, so they are meaningful with and
+// without the library. When the library is preloaded they also find its C API with
+// dlsym(RTLD_DEFAULT, ...) and check which descriptors it tracks, and they print
+// `expect-log: <text>` lines naming log lines the library must have written (the test
+// scripts check those against the FASTSOCK_LOG_FILE; see lib.sh).
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+// Every check prints what it verified, or the mismatch, and exits 1 on a mismatch.
+#define CHECK(cond, ...) \
+  ((cond) ? (void)0 : check_failed(__FILE__, __LINE__, #cond, __VA_ARGS__))
+// For calls that return -1 and set errno on failure; evaluates to the call's result.
+#define SYS(call) sys_checked((long)(call), __FILE__, __LINE__, #call)
+
+_Noreturn void check_failed(const char* file, int line, const char* cond, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+long sys_checked(long ret, const char* file, int line, const char* what);
+void ok(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// Prints "skip: ..." for a part of a program that cannot run here; the rest still runs.
+void note_skip(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Line-buffers stdout (children print too) and reports whether fastsock is loaded.
+void prog_init(const char* name);
+int fastsock_present(void);
+
+// Checks fastsock_transport(fd) when the library is loaded: `want` is "tcp" for a tracked
+// TCP socket, NULL for a descriptor the library must not track. No-op without the library.
+void expect_transport(int fd, const char* want);
+
+// `expect-log:` lines for this process's pid (only printed when the library is loaded).
+// The text is "fastsock[<pid>] debug: " + the formatted text. In it, '|' separates parts
+// that must all occur in one log line (in any order), a part starting with '!' must not
+// occur, and a part ending with '$' must end the line (see check_expectations in lib.sh).
+void expect_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void expect_no_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// Exactly n log lines match.
+void expect_count(int n, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void expect_client_log(int fd);                 // fd=N client <local> -> <peer> on tcp
+void expect_server_log(int fd);                 // fd=N server <local> <- <peer> on tcp
+// Some descriptor of this pid's connection closed with exactly these counts.
+void expect_closed_log(int fd, size_t sent, size_t received);
+// This process never logs a line about any descriptor (untracked traffic only).
+void expect_no_fd_log(void);
+
+// "127.0.0.1:port" or "[::1]:port".
+const char* addr_str(const struct sockaddr_storage* ss, char* buf, size_t len);
+const char* local_str(int fd, char* buf, size_t len);
+const char* peer_str(int fd, char* buf, size_t len);
+uint16_t local_port(int fd);
+
+// Loopback TCP helpers; family is AF_INET or AF_INET6; port 0 picks an ephemeral port.
+int tcp_listen(int family, uint16_t port, int backlog);
+int tcp_connect(int family, uint16_t port);
+// A connected pair inside this process: *client from connect(), *server from accept().
+void tcp_pair(int family, int* client, int* server);
+int ipv6_loopback_available(void);
+
+// Blocking helpers that loop over short transfers; they fail the program on error or EOF.
+void write_all(int fd, const void* buf, size_t len);
+void read_exact(int fd, void* buf, size_t len);
+// Reads until EOF, returns the byte count (fails if more than `cap`).
+size_t read_to_eof(int fd, void* buf, size_t cap);
+
+// Deterministic payloads: byte i of stream `seed` is a function of (seed, i).
+void fill_pattern(void* buf, size_t len, unsigned seed, size_t offset);
+void check_pattern(const void* buf, size_t len, unsigned seed, size_t offset, const char* what);
+
+// Waits for a child and fails unless it exited with status 0.
+void wait_child_ok(int pid, const char* what);
+// Sleeps the given number of milliseconds (restarting on EINTR).
+void sleep_ms(long ms);

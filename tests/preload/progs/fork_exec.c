@@ -1,0 +1,198 @@
+// fork and the exec family with inherited connections.
+//
+// 1. fork: parent and child both use the connection they share; each process's own close
+//    leaves the other's copy working.
+// 2. exec: for each of execve, execv, execvp, execvpe, execl, execlp, execle, fexecve,
+//    execveat, vfork+execve and posix_spawn, a child runs exec_child, which keeps using the inherited
+//    descriptor (request in, reply out) while the parent talks to it from the other end.
+//    posix_spawn's exec happens inside glibc and is not interposed, but the program it
+//    starts still inherits LD_PRELOAD (see docs/compatibility.md).
+//    Under the library the exec'd program must also see the inherited descriptor tracked
+//    (fastsock_transport() = "tcp") and report it closed with its own byte counts.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+extern char** environ;
+
+static void shared_after_fork(void) {
+  int c, s;
+  tcp_pair(AF_INET, &c, &s);
+  expect_client_log(c);
+  expect_server_log(s);
+  // If one side fails, the other's read times out instead of hanging.
+  struct timeval tv = {15, 0};
+  SYS(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+  SYS(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+  char buf[4096];
+  fflush(stdout);
+  int pid = (int)SYS(fork());
+  if (pid == 0) {
+    // The child: talks on the inherited client end, then closes both inherited copies.
+    fill_pattern(buf, 1000, 1, 0);
+    write_all(c, buf, 1000);
+    read_exact(c, buf, 500);
+    check_pattern(buf, 500, 2, 0, "child's reply");
+    expect_transport(c, "tcp");
+    expect_closed_log(c, 1000, 500);
+    expect_closed_log(s, 0, 0);
+    SYS(close(c));
+    SYS(close(s));
+    ok("child (pid %d) used the inherited connection: 1000 bytes out, 500 in", (int)getpid());
+    _exit(0);
+  }
+  read_exact(s, buf, 1000);
+  check_pattern(buf, 1000, 1, 0, "from the child");
+  fill_pattern(buf, 500, 2, 0);
+  write_all(s, buf, 500);
+  wait_child_ok(pid, "forked child");
+  // The child closed its copies; the parent's still work, in both directions.
+  fill_pattern(buf, 2000, 3, 0);
+  write_all(c, buf, 2000);
+  read_exact(s, buf, 2000);
+  check_pattern(buf, 2000, 3, 0, "parent after the child closed its copy");
+  fill_pattern(buf, 700, 4, 0);
+  write_all(s, buf, 700);
+  read_exact(c, buf, 700);
+  check_pattern(buf, 700, 4, 0, "parent's reply");
+  expect_transport(c, "tcp");
+  expect_closed_log(c, 2000, 700);
+  expect_closed_log(s, 1200, 3000);
+  SYS(close(c));
+  SYS(close(s));
+  ok("parent and child both used the inherited connection; the child's close left the "
+     "parent's copy working");
+}
+
+static const char* const kHows[] = {"execve",   "execv",  "execvp",  "execvpe",
+                                    "execl",    "execlp", "execle",  "fexecve",
+                                    "execveat", "vfork",  "posix_spawn"};
+enum { kNumHows = sizeof kHows / sizeof kHows[0] };
+
+// Waits until the reply starts to arrive on `fd`, failing at once if the child died first
+// (a failed exec'd program never answers). Returns 1 if it reaped the child (status 0).
+static int await_reply(int fd, int pid, const char* how) {
+  for (int i = 0; i < 300; i++) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 50) == 1) return 0;
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "%s: the exec'd program (pid %d) ended with status 0x%x before replying", how, pid,
+            status);
+      return 1;  // it finished: its reply is already queued
+    }
+  }
+  CHECK(0, "%s: no reply within 15 s", how);
+}
+
+static char g_child_path[4096];
+
+// Runs in the forked child: replaces it with exec_child by `how`. Never returns.
+static void exec_by(const char* how, char* const argv[]) {
+  const char* path = g_child_path;
+  if (!strcmp(how, "execve")) execve(path, argv, environ);
+  else if (!strcmp(how, "execv")) execv(path, argv);
+  else if (!strcmp(how, "execvp")) execvp("exec_child", argv);  // found through PATH
+  else if (!strcmp(how, "execvpe")) execvpe("exec_child", argv, environ);
+  else if (!strcmp(how, "execl"))
+    execl(path, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], (char*)NULL);
+  else if (!strcmp(how, "execlp"))
+    execlp("exec_child", argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], (char*)NULL);
+  else if (!strcmp(how, "execle"))
+    execle(path, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], (char*)NULL, environ);
+  else if (!strcmp(how, "execveat")) execveat(AT_FDCWD, path, argv, environ, 0);
+  else if (!strcmp(how, "fexecve")) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) fexecve(fd, argv, environ);
+  }
+  printf("FAIL: %s of %s: %s\n", how, path, strerror(errno));
+  _exit(127);
+}
+
+static void exec_family(void) {
+  int c, s;
+  tcp_pair(AF_INET, &c, &s);
+  expect_client_log(c);
+  expect_server_log(s);
+  size_t s_sent = 0, s_received = 0;
+  char buf[8192];
+  // If an exec'd child fails, its reply never comes: time out instead of hanging.
+  struct timeval tv = {15, 0};
+  SYS(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+  for (int i = 0; i < kNumHows; i++) {
+    const char* how = kHows[i];
+    size_t req = 1000 + (size_t)i, rep = 3000 + (size_t)i;
+    char fd_arg[16], req_arg[16], seed_arg[16], rep_arg[16];
+    snprintf(fd_arg, sizeof fd_arg, "%d", c);
+    snprintf(req_arg, sizeof req_arg, "%zu", req);
+    snprintf(seed_arg, sizeof seed_arg, "%d", 20 + i);
+    snprintf(rep_arg, sizeof rep_arg, "%zu", rep);
+    char* argv[] = {"exec_child", fd_arg, req_arg, seed_arg, rep_arg, (char*)how, NULL};
+    fflush(stdout);
+    int pid;
+    if (!strcmp(how, "posix_spawn")) {
+      CHECK(posix_spawn(&pid, g_child_path, NULL, NULL, argv, environ) == 0, "posix_spawn");
+    } else if (!strcmp(how, "vfork")) {
+      pid = vfork();
+      CHECK(pid >= 0, "vfork");
+      if (pid == 0) {
+        execve(g_child_path, argv, environ);
+        _exit(127);
+      }
+    } else {
+      pid = (int)SYS(fork());
+      if (pid == 0) exec_by(how, argv);
+    }
+    fill_pattern(buf, req, (unsigned)(20 + i), 0);
+    write_all(s, buf, req);
+    int reaped = await_reply(s, pid, how);
+    read_exact(s, buf, rep);
+    check_pattern(buf, rep, (unsigned)(120 + i), 0, "reply from the exec'd program");
+    if (!reaped) wait_child_ok(pid, how);
+    s_sent += req;
+    s_received += rep;
+    ok("%s: the exec'd program used inherited fd %d (%zu bytes in, %zu out)", how, c, req,
+       rep);
+  }
+  // The parent never used its own copy of the client end.
+  expect_closed_log(c, 0, 0);
+  expect_closed_log(s, s_sent, s_received);
+  SYS(close(c));
+  SYS(close(s));
+}
+
+int main(int argc, char** argv) {
+  (void)argc;
+  prog_init("fork_exec");
+  // exec_child sits next to this program; the PATH-searching variants find it there.
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  CHECK(n > 0, "readlink /proc/self/exe (argv[0] %s)", argv[0]);
+  self[n] = '\0';
+  char* dir = dirname(self);
+  snprintf(g_child_path, sizeof g_child_path, "%s/exec_child", dir);
+  CHECK(access(g_child_path, X_OK) == 0, "no executable %s", g_child_path);
+  const char* old_path = getenv("PATH");
+  char path_env[8192];
+  snprintf(path_env, sizeof path_env, "%s:%s", dir, old_path ? old_path : "/usr/bin:/bin");
+  SYS(setenv("PATH", path_env, 1));
+
+  shared_after_fork();
+  exec_family();
+  return 0;
+}

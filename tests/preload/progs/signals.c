@@ -1,0 +1,199 @@
+// Signals: SIGPIPE/EPIPE and EINTR/SA_RESTART.
+//
+// Writing to a connection that can no longer send (after our own shutdown(SHUT_WR), or
+// after the peer reset it) raises SIGPIPE: with the default disposition it kills the
+// process (checked in a child); with SIG_IGN the call fails with EPIPE; with MSG_NOSIGNAL
+// it fails with EPIPE even under the default disposition.
+// A blocking recv interrupted by a handler installed without SA_RESTART fails with EINTR;
+// with SA_RESTART it is restarted and returns the data the handler itself sent (the
+// handler writes to the peer socket: the write hook runs inside a signal handler while the
+// recv hook is blocked). poll and epoll_wait fail with EINTR even with SA_RESTART, as the
+// kernel documents (signal(7)); the library must not hide that.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static void set_sigpipe(void (*handler)(int)) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  SYS(sigaction(SIGPIPE, &sa, NULL));
+}
+
+// Puts `c` in a state where the next send fails with EPIPE.
+static void make_unsendable(int c, int s, int by_reset) {
+  if (!by_reset) {
+    SYS(shutdown(c, SHUT_WR));
+    return;
+  }
+  struct linger lg = {.l_onoff = 1, .l_linger = 0};
+  SYS(setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg));
+  SYS(close(s));  // RST: c's first send fails with ECONNRESET or EPIPE
+}
+
+// Sends until EPIPE (at most a few tries: after a reset the first error is ECONNRESET).
+static void expect_epipe(int c, int flags, const char* how) {
+  for (int i = 0; i < 50; i++) {
+    ssize_t n = send(c, "x", 1, flags);
+    if (n == -1 && errno == EPIPE) {
+      ok("%s: send fails with EPIPE, process alive", how);
+      return;
+    }
+    CHECK(n == 1 || (n == -1 && errno == ECONNRESET), "%s: send returned %zd", how, n);
+    sleep_ms(10);
+  }
+  CHECK(0, "%s: no EPIPE after 50 sends", how);
+}
+
+static void sigpipe_kills(int by_reset) {
+  fflush(stdout);
+  int pid = (int)SYS(fork());
+  if (pid == 0) {
+    set_sigpipe(SIG_DFL);
+    int c, s;
+    tcp_pair(AF_INET, &c, &s);
+    make_unsendable(c, s, by_reset);
+    for (int i = 0; i < 50; i++) {
+      send(c, "x", 1, 0);
+      sleep_ms(10);
+    }
+    _exit(3);  // still alive: SIGPIPE did not kill us
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE,
+        "child writing to a %s connection ended with status 0x%x, want death by SIGPIPE",
+        by_reset ? "reset" : "shut-down", status);
+  ok("default SIGPIPE kills the writer (%s connection)", by_reset ? "reset" : "shut-down");
+}
+
+static void epipe_cases(void) {
+  for (int by_reset = 0; by_reset < 2; by_reset++) {
+    const char* what = by_reset ? "reset by peer" : "after SHUT_WR";
+    int c, s;
+    set_sigpipe(SIG_IGN);
+    tcp_pair(AF_INET, &c, &s);
+    make_unsendable(c, s, by_reset);
+    char how[64];
+    snprintf(how, sizeof how, "SIG_IGN, %s", what);
+    expect_epipe(c, 0, how);
+    SYS(close(c));
+    if (!by_reset) SYS(close(s));
+
+    set_sigpipe(SIG_DFL);
+    tcp_pair(AF_INET, &c, &s);
+    make_unsendable(c, s, by_reset);
+    snprintf(how, sizeof how, "MSG_NOSIGNAL, default SIGPIPE, %s", what);
+    expect_epipe(c, MSG_NOSIGNAL, how);
+    SYS(close(c));
+    if (!by_reset) SYS(close(s));
+  }
+}
+
+static volatile sig_atomic_t g_alarms;
+static int g_alarm_write_fd = -1;
+
+static void on_alarm(int sig) {
+  (void)sig;
+  if (++g_alarms == 3 && g_alarm_write_fd >= 0) {
+    int saved = errno;
+    (void)!write(g_alarm_write_fd, "!", 1);
+    errno = saved;
+  }
+}
+
+static void set_alarm(int restart, long interval_ms) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_alarm;
+  sa.sa_flags = restart ? SA_RESTART : 0;
+  sigemptyset(&sa.sa_mask);
+  SYS(sigaction(SIGALRM, &sa, NULL));
+  g_alarms = 0;
+  struct itimerval it = {{0, interval_ms * 1000}, {0, interval_ms * 1000}};
+  SYS(setitimer(ITIMER_REAL, &it, NULL));
+}
+
+static void stop_alarm(void) {
+  struct itimerval it = {{0, 0}, {0, 0}};
+  SYS(setitimer(ITIMER_REAL, &it, NULL));
+  signal(SIGALRM, SIG_IGN);
+}
+
+static void eintr_cases(void) {
+  int c, s;
+  tcp_pair(AF_INET, &c, &s);
+  expect_client_log(c);
+  expect_server_log(s);
+  char b;
+
+  // Without SA_RESTART: the first alarm interrupts the blocking recv.
+  g_alarm_write_fd = -1;
+  set_alarm(0, 50);
+  ssize_t n = recv(s, &b, 1, 0);
+  int e = errno;
+  stop_alarm();
+  CHECK(n == -1 && e == EINTR, "recv interrupted without SA_RESTART returned %zd errno %d", n,
+        e);
+  ok("blocking recv + signal without SA_RESTART: EINTR");
+
+  // With SA_RESTART: recv restarts across two alarms; the third alarm's handler sends.
+  g_alarm_write_fd = c;
+  set_alarm(1, 50);
+  n = recv(s, &b, 1, 0);
+  e = errno;
+  int alarms = g_alarms;
+  stop_alarm();
+  g_alarm_write_fd = -1;
+  CHECK(n == 1 && b == '!', "recv with SA_RESTART returned %zd errno %d", n, e);
+  CHECK(alarms >= 3, "recv returned after only %d alarms", alarms);
+  ok("blocking recv + signal with SA_RESTART: restarted through %d signals, got the byte "
+     "the handler sent", alarms);
+
+  // poll and epoll_wait are never restarted.
+  set_alarm(1, 50);
+  struct pollfd p = {.fd = s, .events = POLLIN};
+  int r = poll(&p, 1, 5000);
+  e = errno;
+  stop_alarm();
+  CHECK(r == -1 && e == EINTR, "poll with SA_RESTART handler returned %d errno %d", r, e);
+  int ep = (int)SYS(epoll_create1(0));
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = s};
+  SYS(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev));
+  set_alarm(1, 50);
+  r = epoll_wait(ep, &ev, 1, 5000);
+  e = errno;
+  stop_alarm();
+  CHECK(r == -1 && e == EINTR, "epoll_wait with SA_RESTART handler returned %d errno %d", r,
+        e);
+  SYS(close(ep));
+  ok("poll and epoll_wait fail with EINTR even with SA_RESTART");
+
+  expect_closed_log(c, 1, 0);
+  expect_closed_log(s, 0, 1);
+  SYS(close(c));
+  SYS(close(s));
+}
+
+int main(void) {
+  prog_init("signals");
+  sigpipe_kills(0);
+  sigpipe_kills(1);
+  epipe_cases();
+  set_sigpipe(SIG_DFL);
+  eintr_cases();
+  return 0;
+}
