@@ -11,11 +11,8 @@ namespace fastsock {
 
 namespace {
 
-using Entry = std::atomic<Socket*>;
-constexpr size_t kTopSize = size_t(fd_table::kMaxFd) >> fd_table::kChunkBits;
-
-// Zero-initialised .bss: pages are only touched for chunks that exist.
-std::atomic<Entry*> g_chunks[kTopSize];
+using fd_table::detail::Entry;
+using fd_table::detail::g_chunks;
 std::atomic<size_t> g_live{0};
 
 // The Socket pool. Allocation happens on socket()/accept(), never on the data path.
@@ -102,6 +99,9 @@ const bool g_registered = (register_fork_handlers(g_fork_handlers), true);
 
 }  // namespace
 
+// Zero-initialised .bss: pages are only touched for chunks that exist.
+std::atomic<Entry*> fd_table::detail::g_chunks[size_t(fd_table::kMaxFd) >> fd_table::kChunkBits];
+
 void SocketRef::reset() noexcept {
   if (s_) release(std::exchange(s_, nullptr));
 }
@@ -117,9 +117,8 @@ SocketRef make_socket() noexcept {
   return SocketRef(s);
 }
 
-SocketRef lookup(int fd) noexcept {
-  Entry* e = entry_for(fd, false);
-  if (!e) return {};
+SocketRef detail::lookup_slow(Entry& entry) noexcept {
+  Entry* e = &entry;
   Socket* s = e->load(std::memory_order_acquire);
   if (!s) return {};
   int32_t r = s->refs.load(std::memory_order_relaxed);

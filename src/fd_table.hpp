@@ -47,8 +47,22 @@ inline constexpr int kMaxFd = 1 << 30;
 // A new Socket with one reference (the caller's), or an empty ref if memory ran out.
 SocketRef make_socket() noexcept;
 
-// The Socket tracked for `fd`, or an empty ref.
-SocketRef lookup(int fd) noexcept;
+namespace detail {
+using Entry = std::atomic<Socket*>;
+extern std::atomic<Entry*> g_chunks[size_t(kMaxFd) >> kChunkBits];
+SocketRef lookup_slow(Entry& entry) noexcept;
+}  // namespace detail
+
+// The Socket tracked for `fd`, or an empty ref. Inline: for a descriptor that is not a
+// tracked socket (every file, pipe, UDP socket) this is the whole cost a hook adds.
+inline SocketRef lookup(int fd) noexcept {
+  if (unsigned(fd) >= unsigned(kMaxFd)) [[unlikely]] return {};
+  detail::Entry* chunk = detail::g_chunks[unsigned(fd) >> kChunkBits].load(std::memory_order_acquire);
+  if (!chunk) return {};
+  detail::Entry& entry = chunk[fd & (kChunkSize - 1)];
+  if (!entry.load(std::memory_order_relaxed)) return {};
+  return detail::lookup_slow(entry);
+}
 
 // Makes `fd` refer to `s` (taking a new reference), or to nothing when `s` is null; drops
 // the reference to whatever `fd` referred to before. Returns false if fd is out of range or
