@@ -79,7 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < out.connections.size(); ++i) {
     const ConnectionStats& c = out.connections[i];
     FUZZ_CHECK(c.state == stats::SlotState::listening || c.state == stats::SlotState::connected);
-    FUZZ_CHECK(uint8_t(c.role) <= uint8_t(stats::Role::listener));
+    FUZZ_CHECK(uint8_t(c.role) <= stats::kMaxRole);
     FUZZ_CHECK(int(c.transport) < fastsock::kTransportCount);
     FUZZ_CHECK(printable(c.reason) && c.reason.size() <= sizeof(stats::Slot::reason));
     FUZZ_CHECK(printable(c.local) && printable(c.peer));
