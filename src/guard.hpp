@@ -1,23 +1,20 @@
 // A thread-local recursion guard.
 //
-// While the library does its own work (reading the rules file, and later: libibverbs opening
-// device files, librdmacm polling its channel) the libraries it calls may call hooked public
-// symbols. Those calls must reach the kernel directly, not our logic again.
+// While the library does its own work (reading the rules file, adopting inherited sockets,
+// and later: libibverbs opening device files, librdmacm polling its channel) the libraries
+// it calls may call hooked public symbols. Those calls must reach the kernel directly, not
+// our logic again. Only connection set-up consults the guard, never the data path, so the
+// functions are out of line (which also keeps the thread-local's access in one place).
 #pragma once
 
 namespace fastsock {
 
-namespace detail {
-// initial-exec: no __tls_get_addr (which may allocate) on the hot path of every hook.
-extern thread_local int g_depth __attribute__((tls_model("initial-exec")));
-}  // namespace detail
-
-inline bool inside_library() noexcept { return detail::g_depth != 0; }
+bool inside_library() noexcept;
 
 class ReentryGuard {
  public:
-  ReentryGuard() noexcept { ++detail::g_depth; }
-  ~ReentryGuard() { --detail::g_depth; }
+  ReentryGuard() noexcept;
+  ~ReentryGuard();
   ReentryGuard(const ReentryGuard&) = delete;
   ReentryGuard& operator=(const ReentryGuard&) = delete;
 };

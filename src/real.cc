@@ -1,7 +1,6 @@
 #include "real.hpp"
 
 #include "adopt.hpp"
-#include "guard.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -64,8 +63,4 @@ void resolve_real() noexcept {
   if (first) adopt_inherited_sockets();
 }
 
-}  // namespace fastsock::detail
-
-namespace fastsock::detail {
-thread_local int g_depth __attribute__((tls_model("initial-exec"))) = 0;
 }  // namespace fastsock::detail

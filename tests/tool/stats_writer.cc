@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
     fill_valid(*area, pid);
     size_t wanted = std::strtoull(argv[1] + 5, nullptr, 10);
     std::vector<unsigned char> data(wanted, 0);
-    std::memcpy(data.data(), bytes, std::min(wanted, size));
+    if (wanted) std::memcpy(data.data(), bytes, std::min(wanted, size));  // data() may be null
     return write_file(pid, data.data(), data.size());
   } else {
     std::fprintf(stderr, "stats_writer: unknown mode '%s'\n", argv[1]);
