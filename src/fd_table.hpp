@@ -53,15 +53,26 @@ extern std::atomic<Entry*> g_chunks[size_t(kMaxFd) >> kChunkBits];
 SocketRef lookup_slow(Entry& entry) noexcept;
 }  // namespace detail
 
-// The Socket tracked for `fd`, or an empty ref. Inline: for a descriptor that is not a
-// tracked socket (every file, pipe, UDP socket) this is the whole cost a hook adds.
+// The table entry of `fd` if one can hold a Socket, else nullptr.
+inline detail::Entry* entry_of(int fd) noexcept {
+  if (unsigned(fd) >= unsigned(kMaxFd)) [[unlikely]] return nullptr;
+  detail::Entry* chunk =
+      detail::g_chunks[unsigned(fd) >> kChunkBits].load(std::memory_order_acquire);
+  return chunk ? &chunk[fd & (kChunkSize - 1)] : nullptr;
+}
+
+// False when `fd` is certainly not a tracked socket (every file, pipe, UDP socket): the data
+// hooks then call the real function directly, and this is the whole cost they add.
+inline bool maybe_tracked(int fd) noexcept {
+  detail::Entry* entry = entry_of(fd);
+  return entry && entry->load(std::memory_order_relaxed);
+}
+
+// The Socket tracked for `fd`, or an empty ref.
 inline SocketRef lookup(int fd) noexcept {
-  if (unsigned(fd) >= unsigned(kMaxFd)) [[unlikely]] return {};
-  detail::Entry* chunk = detail::g_chunks[unsigned(fd) >> kChunkBits].load(std::memory_order_acquire);
-  if (!chunk) return {};
-  detail::Entry& entry = chunk[fd & (kChunkSize - 1)];
-  if (!entry.load(std::memory_order_relaxed)) return {};
-  return detail::lookup_slow(entry);
+  detail::Entry* entry = entry_of(fd);
+  if (!entry || !entry->load(std::memory_order_relaxed)) return {};
+  return detail::lookup_slow(*entry);
 }
 
 // Makes `fd` refer to `s` (taking a new reference), or to nothing when `s` is null; drops
