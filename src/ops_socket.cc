@@ -43,6 +43,14 @@ static stats::Endpoint local_endpoint(int fd) {
   return endpoint_from(reinterpret_cast<sockaddr*>(&ss), len);
 }
 
+static bool is_wildcard(const stats::Endpoint& ep) {
+  if (ep.family != AF_INET && ep.family != AF_INET6) return true;
+  const size_t n = ep.family == AF_INET ? 4 : 16;
+  for (size_t i = 0; i < n; ++i)
+    if (ep.addr[i]) return false;
+  return true;
+}
+
 // Moves a socket's description into a slot of the published stats area (if one is free)
 // and makes it visible with `state`. Called before any data flows on the socket.
 static void publish(Socket& s, stats::SlotState state) {
@@ -155,7 +163,10 @@ long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
   SocketRef s = fd_table::make_socket();
   if (s) {
     s->domain = listener->domain;
-    track_connection(*s, nfd, Side::server, local_endpoint(nfd),
+    // A listener bound to one address gives its connections that local address; only a
+    // wildcard listener needs the kernel to say which address the peer reached.
+    const stats::Endpoint& bound = listener->slot->local;
+    track_connection(*s, nfd, Side::server, is_wildcard(bound) ? local_endpoint(nfd) : bound,
                      endpoint_from(reinterpret_cast<sockaddr*>(&peer), peer_len));
   }
   fd_table::install(nfd, s.get());
