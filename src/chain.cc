@@ -87,8 +87,46 @@ TransportId walk_chain(const ChainInputs& in, char* reasons, size_t reasons_len)
   return TransportId::tcp;
 }
 
+namespace {
+
+// With no rules, and no link of the chain able to attach (none is built, or none is
+// available on this host), every connection gets the same decision: tcp, for the same
+// reasons. It is worked out once and copied, because connection setup is a hot path too.
+struct StaticDecision {
+  bool valid = false;
+  char reasons[sizeof(stats::Slot::reason)] = {};
+};
+
+bool note_attempt(void* attempted, TransportId, char*, size_t) noexcept {
+  *static_cast<bool*>(attempted) = true;
+  return false;
+}
+
+const StaticDecision& static_decision() noexcept {
+  static const StaticDecision decision = [] {
+    StaticDecision d;
+    const Config& cfg = config();
+    if (!cfg.rules.empty()) return d;
+    bool attempted = false;
+    ChainInputs in{&cfg, program_name(), Direction::any, nullptr, is_registered,
+                   note_attempt, &attempted};
+    // A link that is asked to attach decides per connection: then nothing is cached.
+    d.valid = walk_chain(in, d.reasons, sizeof d.reasons) == TransportId::tcp && !attempted;
+    return d;
+  }();
+  return decision;
+}
+
+}  // namespace
+
 void choose_link(Socket& s, Side side) noexcept {
   stats::Slot& slot = *s.slot;
+  if (const StaticDecision& d = static_decision(); d.valid) {
+    memcpy(slot.reason, d.reasons, sizeof slot.reason);
+    slot.transport = uint8_t(TransportId::tcp);
+    s.link = &find_transport(TransportId::tcp)->instance();
+    return;
+  }
   sockaddr_storage rule_addr;
   const stats::Endpoint& ep = side == Side::client ? slot.peer : slot.local;
   socklen_t len = sockaddr_from(ep, rule_addr);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <mutex>
 #include <new>
 #include <string>
@@ -85,13 +86,15 @@ Config* load() noexcept {
 }
 
 std::once_flag g_once;
-Config* g_config = nullptr;
+std::atomic<Config*> g_config{nullptr};
 
 }  // namespace
 
 const Config& config() noexcept {
-  std::call_once(g_once, [] { g_config = load(); });
-  return *g_config;
+  // Every connection asks; after the first load this is one acquire load.
+  if (Config* cfg = g_config.load(std::memory_order_acquire)) [[likely]] return *cfg;
+  std::call_once(g_once, [] { g_config.store(load(), std::memory_order_release); });
+  return *g_config.load(std::memory_order_acquire);
 }
 
 const char* program_name() noexcept { return program_invocation_short_name; }
