@@ -181,7 +181,11 @@ long connect(int fd, const sockaddr* addr, socklen_t len) {
     SocketRef s = fd_table::lookup(fd);
     if (s && s->slot->role == uint8_t(stats::Role::none)) {
       stats::Endpoint peer = endpoint_from(addr, len);
-      if (peer.family != 0) track_connection(*s, fd, Side::client, local_endpoint(fd), peer);
+      // The local address costs a system call per connection, and only the debug log
+      // needs it now; `fastsock stat` looks it up in /proc when it is unknown.
+      const stats::Endpoint local =
+          log_enabled(LogLevel::debug) ? local_endpoint(fd) : stats::Endpoint{};
+      if (peer.family != 0) track_connection(*s, fd, Side::client, local, peer);
     }
   }
   return rc == 0 ? 0 : -err;

@@ -198,6 +198,10 @@ void retire_slot(Slot* slot) noexcept {
   slot->bytes_sent.store(0, std::memory_order_relaxed);
   slot->bytes_received.store(0, std::memory_order_relaxed);
   slot->state.store(uint32_t(SlotState::free), std::memory_order_release);
+  // The next connection takes this slot again: under connection churn the same few cache
+  // lines are reused instead of sweeping through the whole 1 MiB area.
+  if (Area* area = g_ready.load(std::memory_order_relaxed))
+    g_hint.store(uint32_t(slot - area->slots), std::memory_order_relaxed);
 }
 
 void before_exec() noexcept {
