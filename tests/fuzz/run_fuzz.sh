@@ -1,17 +1,20 @@
 #!/bin/sh
-# Builds the libFuzzer target for the configuration parser and runs a bounded campaign.
+# Builds a libFuzzer target with clang++ and runs a bounded campaign. Shared by every fuzz
+# test of the project (the configuration parser, the stats decoder of `fastsock stat`).
 #
-#   run_fuzz.sh [SOURCE_ROOT [SECONDS]]      (SECONDS also from $FUZZ_SECONDS; default 20)
+#   run_fuzz.sh NAME SECONDS MAX_LEN CORPUS|- DICT|- -- CLANG_ARGS...
 #
-# Exit status: 0 clean, 1 crash / invariant failure / build error, 77 skipped (no clang++
-# or no libFuzzer runtime here; the reason is printed). The campaign runs on a copy of the
-# seed corpus in a temporary directory, so the source tree is never modified. On a failure
-# the temporary directory (crash input included) is kept and its path printed.
+# CLANG_ARGS are the harness, the sources it needs and -I flags. SECONDS may be overridden
+# by $FUZZ_SECONDS. Exit status: 0 clean, 1 crash / invariant failure / build error, 77
+# skipped (no clang++ or no libFuzzer runtime here; the reason is printed). The campaign
+# runs on a copy of the seed corpus in a temporary directory, so the source tree is never
+# modified; on a failure that directory (log and crash input) is kept and its path printed.
 set -eu
 
-here=$(cd "$(dirname "$0")" && pwd)
-root=${1:-$here/../..}
-seconds=${2:-${FUZZ_SECONDS:-20}}
+[ $# -ge 6 ] && [ "$6" = "--" ] || {
+  echo "usage: run_fuzz.sh NAME SECONDS MAX_LEN CORPUS|- DICT|- -- CLANG_ARGS..." >&2; exit 1; }
+name=$1 seconds=${FUZZ_SECONDS:-$2} max_len=$3 corpus=$4 dict=$5
+shift 6
 cxx=${CLANGXX:-clang++}
 
 case $seconds in
@@ -23,7 +26,7 @@ if ! command -v "$cxx" >/dev/null 2>&1; then
   exit 77
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/fastsock-fuzz.XXXXXX")
+work=$(mktemp -d "${TMPDIR:-/tmp}/fastsock-fuzz-$name.XXXXXX")
 keep=0
 cleanup() { if [ "$keep" = 0 ]; then rm -rf "$work"; fi; }
 trap cleanup EXIT
@@ -41,25 +44,24 @@ if ! "$cxx" -fsanitize=fuzzer,address,undefined "$work/probe.cc" -o "$work/probe
   exit 77
 fi
 
-flags="-std=c++20 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined
-       -fno-sanitize-recover=all -Wall -Wextra"
-# shellcheck disable=SC2086  # $flags is a word list on purpose
-if ! "$cxx" $flags -I"$root/src" "$root/tests/fuzz/fuzz_config.cc" "$root/src/config.cc" \
-    -o "$work/fuzz_config"; then
-  echo "FAIL: could not build the fuzzer with $cxx"
+if ! "$cxx" -std=c++20 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
+    -fno-sanitize-recover=all -Wall -Wextra "$@" -o "$work/fuzzer"; then
+  echo "FAIL: could not build the $name fuzzer with $cxx"
   exit 1
 fi
 
-cp -R "$root/tests/fuzz/corpus" "$work/corpus"
-echo "fuzzing the configuration parser for ${seconds}s on $(ls "$work/corpus" | wc -l) seeds"
+if [ "$corpus" = - ]; then mkdir "$work/corpus"; else cp -R "$corpus" "$work/corpus"; fi
+dict_arg=
+[ "$dict" = - ] || dict_arg=-dict=$dict
+echo "fuzzing $name for ${seconds}s on $(ls "$work/corpus" | wc -l) seeds"
 
 # The seeds are run first, so a regression in a known input fails at once.
+# shellcheck disable=SC2086  # $dict_arg is empty or one word
 if ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-   "$work/fuzz_config" "$work/corpus" \
-     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
-     -dict="$root/tests/fuzz/config.dict" -artifact_prefix="$work/" \
-     -print_final_stats=1 >"$work/fuzz.log" 2>&1; then
+   "$work/fuzzer" "$work/corpus" \
+     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+     $dict_arg -artifact_prefix="$work/" -print_final_stats=1 >"$work/fuzz.log" 2>&1; then
   tail -n 20 "$work/fuzz.log"
   echo "PASS: no crash in ${seconds}s"
   exit 0
