@@ -33,12 +33,7 @@ END {
     "noise", "verdict"
   printf header, "--------", "------", "-------", "----", "-----", "--------", "------",
     "-----", "-------"
-  printf "{\n  \"date\": %s,\n  \"machine\": {\"nproc\": %d, \"cpu\": %s, \"kernel\": %s},\n",
-    jstr(date), nproc, jstr(cpu), jstr(kernel) > json
-  printf "  \"command\": %s,\n  \"library\": %s,\n  \"mode\": %s,\n  \"rounds\": %d,\n",
-    jstr(invocation), jstr(lib), jstr(mode), rounds > json
-  printf "  \"placement\": %s,\n  \"cpu_busy_before_pct\": %d,\n  \"results\": [\n",
-    jstr(placement), busy_before > json
+  print_json_header()
 
   for (k = 1; k <= nw; k++) {
     w = order[k]

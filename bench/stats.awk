@@ -29,3 +29,14 @@ function jstr(s) {
   gsub(/"/, "\\\"", s)
   return "\"" s "\""
 }
+
+# The opening of a results JSON file, common to both reports: run metadata, then the
+# "results" array the caller fills. Uses the variables the drivers pass with -v.
+function print_json_header() {
+  printf "{\n  \"date\": %s,\n  \"machine\": {\"nproc\": %d, \"cpu\": %s, \"kernel\": %s},\n",
+    jstr(date), nproc, jstr(cpu), jstr(kernel) > json
+  printf "  \"command\": %s,\n  \"library\": %s,\n  \"mode\": %s,\n  \"rounds\": %d,\n",
+    jstr(invocation), jstr(lib), jstr(mode), rounds > json
+  printf "  \"placement\": %s,\n  \"cpu_busy_before_pct\": %d,\n  \"results\": [\n",
+    jstr(placement), busy_before > json
+}

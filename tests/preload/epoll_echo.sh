@@ -23,10 +23,7 @@ run_pair() {  # run_pair plain|preload
 
 run_pair plain
 run_pair preload
-for side in server client; do
-  grep -q '^fastsock: present' "$WORK/preload-$side.out" || fail "$side did not load fastsock"
-  check_expectations "$WORK/preload-$side.out"
-done
+assert_pair_preloaded
 log_assert_interception
 log_assert_ends_match
 for ((i = 0; i < conns; i++)); do

@@ -335,3 +335,13 @@ check_expectations() {
   done <"$out"
   note "$n log expectations printed by the programs hold"
 }
+
+# Both ends of a `run_pair preload` (outputs $WORK/preload-{server,client}.out) loaded the
+# library and met the log expectations they printed.
+assert_pair_preloaded() {
+  local side
+  for side in server client; do
+    grep -q '^fastsock: present' "$WORK/preload-$side.out" || fail "$side did not load fastsock"
+    check_expectations "$WORK/preload-$side.out"
+  done
+}

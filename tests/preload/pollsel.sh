@@ -18,10 +18,7 @@ run_pair() {  # run_pair plain|preload
 
 run_pair plain
 run_pair preload
-for side in server client; do
-  grep -q '^fastsock: present' "$WORK/preload-$side.out" || fail "$side did not load fastsock"
-  check_expectations "$WORK/preload-$side.out"
-done
+assert_pair_preloaded
 log_assert_interception
 log_assert_ends_match
 log_assert_no_errors
