@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# cli.sh: --help, --version and the exit codes of usage errors (2) and runtime failures (1).
+source "$(dirname "$0")/lib_pipe.sh"
+pipe_init pipe_cli
+
+expect_rc() {  # expect_rc RC ARGS...
+  local want=$1 rc=0
+  shift
+  timeout -k 5 20 "$PIPE" "$@" >"$WORK/out" 2>&1 || rc=$?
+  [[ $rc -eq $want ]] || { cat "$WORK/out"; fail "'fastsock-pipe $*' exited $rc, expected $want"; }
+}
+
+expect_rc 0 --help
+grep -q -- '--local' "$WORK/out" || fail "--help does not mention --local"
+grep -q 'corrupt-at' "$WORK/out" && fail "--help shows the test-only --corrupt-at"
+expect_rc 0 --version
+grep -qE '^fastsock-pipe [0-9]+\.[0-9]+' "$WORK/out" || fail "--version: $(cat "$WORK/out")"
+expect_rc 2 --no-such-option
+expect_rc 2 -u
+expect_rc 2 -l 100 -u 10
+expect_rc 2 --local -h 127.0.0.1
+expect_rc 2 --cpus 0,1
+expect_rc 2 --local --cpus 0
+expect_rc 2 -p -1
+expect_rc 2 extra-argument
+# Nobody listens on this port: a runtime failure.
+port=$(free_port)
+expect_rc 1 -h 127.0.0.1 -P "$port" -u 8
+grep -q 'cannot connect' "$WORK/out" || fail "no reason for the connection failure"
+# --max-time stops early but still succeeds and says so.
+expect_rc 0 --local -u 8388608 --max-time 0.3 "${QUICK[@]}" --json "$WORK/stop.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["stopped_early"] and d["sizes"] and d["sizes"][-1]["bytes"] < 8388608 else 1)' \
+  "$WORK/stop.json" || fail "--max-time did not stop the run early"
+# Pinning: recorded in the JSON; a CPU that does not exist is a runtime failure.
+if [[ $(nproc) -ge 2 ]]; then
+  expect_rc 0 --local --cpus 0,1 -u 64 "${QUICK[@]}" --json "$WORK/pin.json"
+  python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["metadata"]["pinning"]; sys.exit(0 if p == {"transmitter_cpu": 0, "receiver_cpu": 1} else 1)' \
+    "$WORK/pin.json" || fail "pinning not recorded in the JSON"
+else
+  note "fewer than 2 CPUs: pinning to 0,1 not checked"
+fi
+expect_rc 1 --local --cpus 0,100000 -u 64 "${QUICK[@]}"
+grep -q 'cannot pin the receiver' "$WORK/out" || fail "no reason for the pinning failure"
+note "PASS"

@@ -1,0 +1,38 @@
+#include "protocol.hpp"
+
+#include <endian.h>
+
+namespace fastsock_pipe {
+
+void to_wire(SizeRequest& r) {
+  r.magic = htobe32(r.magic);
+  r.command = htobe32(r.command);
+  r.bytes = htobe64(r.bytes);
+  r.repeats = htobe64(r.repeats);
+  r.warmup = htobe32(r.warmup);
+  r.trials = htobe32(r.trials);
+  r.flags = htobe32(r.flags);
+  r.reserved = 0;
+}
+
+void from_wire(SizeRequest& r) {
+  r.magic = be32toh(r.magic);
+  r.command = be32toh(r.command);
+  r.bytes = be64toh(r.bytes);
+  r.repeats = be64toh(r.repeats);
+  r.warmup = be32toh(r.warmup);
+  r.trials = be32toh(r.trials);
+  r.flags = be32toh(r.flags);
+}
+
+void to_wire(SizeReply& r) {
+  r.errors = htobe64(r.errors);
+  r.first_bad_offset = htobe64(r.first_bad_offset);
+}
+
+void from_wire(SizeReply& r) {
+  r.errors = be64toh(r.errors);
+  r.first_bad_offset = be64toh(r.first_bad_offset);
+}
+
+}  // namespace fastsock_pipe
