@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <cstring>
 #include <ctime>
 #include <mutex>
 
@@ -26,6 +25,19 @@ int g_published_pid = 0;            // the pid whose file name is linked, 0 if n
 bool g_failed = false;              // creation failed once: do not retry on every socket
 std::atomic<Area*> g_ready{nullptr};
 std::atomic<uint32_t> g_hint{0};
+
+// The live slots as they were at the moment of the last fork, taken in the parent before
+// the fork. The child must not copy from the shared area after the fork: by then the
+// parent may already have retired a slot and reused it for a new connection, and the
+// child would take that connection's counters and addresses as its own (seen as a
+// listener "closing" with the parent's client's byte count). Private memory, so the child
+// reads its copy-on-write view of the fork instant. Untouched (and so free) until a
+// process with stats forks.
+struct ForkSnapshot {
+  alignas(Slot) unsigned char slots[kSlotCount][sizeof(Slot)];
+  bool live[kSlotCount];
+};
+ForkSnapshot g_fork_snapshot;
 
 uint64_t process_start_ticks(int pid) noexcept {
   char path[64];
@@ -49,21 +61,43 @@ uint64_t process_start_ticks(int pid) noexcept {
   return ticks;
 }
 
-// Writes the live slots of `from` into the new file, so a forked child (or a process whose
-// exec failed) keeps describing the connections it inherited. Free slots stay holes.
-bool copy_live_slots(int fd, const Area& from) noexcept {
+bool slot_live(const Slot& slot) noexcept {
+  return slot.state.load(std::memory_order_relaxed) != uint32_t(SlotState::free);
+}
+
+void take_fork_snapshot(const Area& area) noexcept {
   for (uint32_t i = 0; i < kSlotCount; ++i) {
-    const Slot& slot = from.slots[i];
-    if (slot.state.load(std::memory_order_relaxed) == uint32_t(SlotState::free)) continue;
-    off_t at = off_t(offsetof(Area, slots) + i * sizeof(Slot));
-    if (pwrite(fd, &slot, sizeof slot, at) != ssize_t(sizeof slot)) return false;
+    g_fork_snapshot.live[i] = slot_live(area.slots[i]);
+    if (g_fork_snapshot.live[i])
+      std::memcpy(g_fork_snapshot.slots[i], static_cast<const void*>(&area.slots[i]), sizeof(Slot));
+  }
+}
+
+// Writes the slots to keep into the new file, so a forked child (or a process whose exec
+// failed) keeps describing the connections it inherited. Free slots stay holes.
+bool write_slot(int fd, uint32_t index, const void* bytes) noexcept {
+  off_t at = off_t(offsetof(Area, slots) + index * sizeof(Slot));
+  return pwrite(fd, bytes, sizeof(Slot), at) == ssize_t(sizeof(Slot));
+}
+
+enum class CopyFrom { fork_snapshot, current };
+
+bool copy_live_slots(int fd, const Area& area, CopyFrom from) noexcept {
+  for (uint32_t i = 0; i < kSlotCount; ++i) {
+    bool ok = true;
+    if (from == CopyFrom::fork_snapshot) {
+      if (g_fork_snapshot.live[i]) ok = write_slot(fd, i, g_fork_snapshot.slots[i]);
+    } else if (slot_live(area.slots[i])) {
+      ok = write_slot(fd, i, &area.slots[i]);
+    }
+    if (!ok) return false;
   }
   return true;
 }
 
 // Creates the file for `pid` and maps it: at a fresh address, or over `replace` (so the
-// slot pointers Sockets hold stay valid after fork and failed exec), copying its live slots.
-Area* create_file(int pid, Area* replace) noexcept {
+// slot pointers Sockets hold stay valid after fork and failed exec), copying live slots.
+Area* create_file(int pid, Area* replace, CopyFrom from) noexcept {
   char path[64];
   area_path(pid, path, sizeof path);
   int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
@@ -78,7 +112,7 @@ Area* create_file(int pid, Area* replace) noexcept {
     return nullptr;
   }
   void* addr = MAP_FAILED;
-  if (ftruncate(fd, off_t(kAreaSize)) == 0 && (!replace || copy_live_slots(fd, *replace)))
+  if (ftruncate(fd, off_t(kAreaSize)) == 0 && (!replace || copy_live_slots(fd, *replace, from)))
     addr = mmap(replace, kAreaSize, PROT_READ | PROT_WRITE,
                 MAP_SHARED | (replace ? MAP_FIXED : 0), fd, 0);
   int err = errno;
@@ -118,7 +152,7 @@ Area* publish() noexcept {
   if (Area* a = g_ready.load(std::memory_order_acquire)) return a;
   if (g_failed || !config().stats_enabled) return nullptr;
   const int pid = getpid();
-  Area* area = create_file(pid, nullptr);
+  Area* area = create_file(pid, nullptr, CopyFrom::current);
   if (!area) {
     g_failed = true;
     return nullptr;
@@ -130,12 +164,25 @@ Area* publish() noexcept {
   return area;
 }
 
-// Gives this process its own file with the current contents, mapped over the old view.
-void republish_copy() noexcept {
+// A forked child that cannot have its own file keeps its slots in anonymous private memory
+// over the old view: `fastsock stat` cannot show them, but the child no longer writes into
+// its parent's area.
+void keep_fork_snapshot_private() noexcept {
+  void* addr = mmap(g_area, kAreaSize, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  if (addr == MAP_FAILED) return;  // keep the shared view: counters may mix, nothing breaks
+  for (uint32_t i = 0; i < kSlotCount; ++i)
+    if (g_fork_snapshot.live[i])
+      std::memcpy(static_cast<void*>(&g_area->slots[i]), g_fork_snapshot.slots[i], sizeof(Slot));
+}
+
+// Gives this process its own file with the slots it owns, mapped over the old view.
+void republish_copy(CopyFrom from) noexcept {
   if (!g_area) return;
   const int pid = getpid();
-  if (!create_file(pid, g_area)) {
-    // Keep counting into the old view, but it no longer carries this process's name.
+  if (!create_file(pid, g_area, from)) {
+    // (After a failed exec the old view, whose file before_exec unlinked, is still ours.)
+    if (from == CopyFrom::fork_snapshot) keep_fork_snapshot_private();
     g_published_pid = 0;
     return;
   }
@@ -152,11 +199,14 @@ void unlink_published() noexcept {
   g_published_pid = 0;
 }
 
-void fork_prepare() noexcept { g_mutex.lock(); }
+void fork_prepare() noexcept {
+  g_mutex.lock();
+  if (g_area) take_fork_snapshot(*g_area);
+}
 void fork_parent() noexcept { g_mutex.unlock(); }
 void fork_child() noexcept {
   g_mutex.unlock();
-  republish_copy();
+  republish_copy(CopyFrom::fork_snapshot);
 }
 const bool g_registered =
     (register_fork_handlers(ForkHandlers{fork_prepare, fork_parent, fork_child}), true);
@@ -211,7 +261,7 @@ void before_exec() noexcept {
 
 void after_failed_exec() noexcept {
   std::lock_guard lock(g_mutex);
-  republish_copy();
+  republish_copy(CopyFrom::current);
 }
 
 }  // namespace fastsock::stats

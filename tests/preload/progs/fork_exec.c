@@ -2,7 +2,12 @@
 //
 // 1. fork: parent and child both use the connection they share; each process's own close
 //    leaves the other's copy working.
-// 2. exec: for each of execve, execv, execvp, execvpe, execl, execlp, execle, fexecve,
+// 2. listener after fork: the parent closes its copy of a listener and at once opens and
+//    uses a new connection, while the child accepts on the copy it inherited. The child's
+//    listener and accepted connection must keep their own description and counts (the
+//    parent's new connection reuses the parent's stats slot of the listener; a child that
+//    read it after the fork logged its listener "closed sent=41").
+// 3. exec: for each of execve, execv, execvp, execvpe, execl, execlp, execle, fexecve,
 //    execveat, vfork+execve and posix_spawn, a child runs exec_child, which keeps using the inherited
 //    descriptor (request in, reply out) while the parent talks to it from the other end.
 //    posix_spawn's exec happens inside glibc and is not interposed, but the program it
@@ -103,6 +108,47 @@ static int await_reply(int fd, int pid, const char* how) {
 static char g_child_path[4096];
 
 // Runs in the forked child: replaces it with exec_child by `how`. Never returns.
+static void listener_after_fork(void) {
+  enum { kMessage = 41 };
+  int lfd = tcp_listen(AF_INET, 0, 4);
+  const uint16_t port = local_port(lfd);
+  int go[2];
+  SYS(pipe(go));
+  fflush(stdout);
+  int pid = (int)SYS(fork());
+  if (pid == 0) {
+    SYS(close(go[1]));
+    char token;
+    CHECK(read(go[0], &token, 1) == 1, "the parent's go-ahead");
+    int s = (int)SYS(accept(lfd, NULL, NULL));
+    char l[80];
+    local_str(s, l, sizeof l);
+    CHECK(local_port(s) == port, "accepted on port %u (listener %u)", local_port(s), port);
+    expect_server_log(s);
+    char buf[kMessage];
+    read_exact(s, buf, kMessage);
+    check_pattern(buf, kMessage, 5, 0, "parent's message");
+    expect_count(1, "fd=|closed sent=0 received=0$");  // the listener, untouched by the parent
+    expect_closed_log(s, 0, kMessage);
+    SYS(close(s));
+    SYS(close(lfd));
+    ok("child accepted on the inherited listener (%s) with its own counts", l);
+    _exit(0);
+  }
+  SYS(close(go[0]));
+  SYS(close(lfd));
+  int c = tcp_connect(AF_INET, port);
+  char buf[kMessage];
+  fill_pattern(buf, kMessage, 5, 0);
+  write_all(c, buf, kMessage);
+  SYS(write(go[1], "g", 1));  // only now: the parent's connection has taken the slot
+  SYS(close(go[1]));
+  wait_child_ok(pid, "child accepting on the inherited listener");
+  expect_closed_log(c, kMessage, 0);
+  SYS(close(c));
+  ok("parent's new connection and the child's inherited listener kept separate counts");
+}
+
 static void exec_by(const char* how, char* const argv[]) {
   const char* path = g_child_path;
   if (!strcmp(how, "execve")) execve(path, argv, environ);
@@ -193,6 +239,7 @@ int main(int argc, char** argv) {
   SYS(setenv("PATH", path_env, 1));
 
   shared_after_fork();
+  listener_after_fork();
   exec_family();
   return 0;
 }
