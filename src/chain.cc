@@ -95,6 +95,7 @@ namespace {
 struct StaticDecision {
   bool valid = false;
   char reasons[sizeof(stats::Slot::reason)] = {};
+  size_t reasons_size = 0;  // with the terminating NUL: only that much is copied
 };
 
 bool note_attempt(void* attempted, TransportId, char*, size_t) noexcept {
@@ -112,6 +113,7 @@ const StaticDecision& static_decision() noexcept {
                    note_attempt, &attempted};
     // A link that is asked to attach decides per connection: then nothing is cached.
     d.valid = walk_chain(in, d.reasons, sizeof d.reasons) == TransportId::tcp && !attempted;
+    d.reasons_size = strnlen(d.reasons, sizeof d.reasons - 1) + 1;
     return d;
   }();
   return decision;
@@ -122,7 +124,7 @@ const StaticDecision& static_decision() noexcept {
 void choose_link(Socket& s, Side side) noexcept {
   stats::Slot& slot = *s.slot;
   if (const StaticDecision& d = static_decision(); d.valid) {
-    memcpy(slot.reason, d.reasons, sizeof slot.reason);
+    memcpy(slot.reason, d.reasons, d.reasons_size);
     slot.transport = uint8_t(TransportId::tcp);
     s.link = &find_transport(TransportId::tcp)->instance();
     return;

@@ -51,29 +51,29 @@ static bool is_wildcard(const stats::Endpoint& ep) {
   return true;
 }
 
-// Moves a socket's description into a slot of the published stats area (if one is free)
-// and makes it visible with `state`. Called before any data flows on the socket.
-static void publish(Socket& s, stats::SlotState state) {
+// Gives a socket that is becoming a connection or a listener a slot of the published stats
+// area (if one is free), so its description is written there directly; until then it lives in
+// the Socket's private slot, which only holds the fd.
+static void claim_shared_slot(Socket& s) {
   stats::Slot* shared = stats::claim_slot();
-  if (shared) {
-    const stats::Slot& from = s.private_slot;
-    shared->fd = from.fd;
-    shared->role = from.role;
-    shared->transport = from.transport;
-    shared->local = from.local;
-    shared->peer = from.peer;
-    shared->bytes_sent.store(0, std::memory_order_relaxed);
-    shared->bytes_received.store(0, std::memory_order_relaxed);
-    shared->opened_ns = from.opened_ns;
-    memcpy(shared->reason, from.reason, sizeof shared->reason);
-    s.slot = shared;
-  }
+  if (!shared) return;
+  // A retired slot kept its old description (retire_slot only clears the counters).
+  shared->fd = s.private_slot.fd;
+  shared->role = uint8_t(stats::Role::none);
+  shared->peer = {};
+  shared->reason[0] = '\0';
+  s.slot = shared;
+}
+
+// The description is complete: make it visible to `fastsock stat` with `state`.
+static void publish(Socket& s, stats::SlotState state) {
   s.slot->state.store(uint32_t(state), std::memory_order_release);
 }
 
 // The kernel connection exists: pick the link, publish, log.
 static void track_connection(Socket& s, int fd, Side side, const stats::Endpoint& local,
-                      const stats::Endpoint& peer) {
+                             const stats::Endpoint& peer) {
+  claim_shared_slot(s);
   stats::Slot& slot = *s.slot;
   slot.fd = fd;
   slot.role = uint8_t(side == Side::client ? stats::Role::client : stats::Role::server);
@@ -125,6 +125,7 @@ long listen(int fd, int backlog) {
   if (rc != 0) return -errno;
   SocketRef s = fd_table::lookup(fd);
   if (!s || s->slot->role != uint8_t(stats::Role::none)) return 0;  // untracked, or relisten
+  claim_shared_slot(*s);
   stats::Slot& slot = *s->slot;
   slot.role = uint8_t(stats::Role::listener);
   slot.local = local_endpoint(fd);
@@ -238,18 +239,21 @@ void adopt_one(int fd) noexcept {
   SocketRef s = fd_table::make_socket();
   if (!s) return;
   s->domain = domain;
+  s->link = &find_transport(TransportId::tcp)->instance();
+  s->slot->fd = fd;
+  sockaddr_storage peer;
+  socklen_t peer_len = sizeof peer;
+  const bool connected =
+      !listening && real().getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0;
+  if (listening || connected) ops::claim_shared_slot(*s);
   stats::Slot& slot = *s->slot;
-  slot.fd = fd;
   slot.local = ops::local_endpoint(fd);
   slot.opened_ns = ops::now_ns();
   slot.transport = uint8_t(TransportId::tcp);
-  s->link = &find_transport(TransportId::tcp)->instance();
-  sockaddr_storage peer;
-  socklen_t peer_len = sizeof peer;
   if (listening) {
     slot.role = uint8_t(stats::Role::listener);
     ops::publish(*s, stats::SlotState::listening);
-  } else if (real().getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0) {
+  } else if (connected) {
     // The kernel has carried it since before this program started; it stays there.
     slot.role = uint8_t(stats::Role::inherited);
     slot.peer = endpoint_from(reinterpret_cast<sockaddr*>(&peer), peer_len);
