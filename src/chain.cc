@@ -36,6 +36,7 @@ bool is_registered(TransportId id) noexcept { return find_transport(id) != nullp
 struct AttachContext {
   Socket* socket;
   Side side;
+  Socket* listener;
 };
 
 bool try_attach(void* context, TransportId id, char* why, size_t why_len) noexcept {
@@ -46,7 +47,7 @@ bool try_attach(void* context, TransportId id, char* why, size_t why_len) noexce
     snprintf(why, why_len, "%s", probe.reason);
     return false;
   }
-  return entry->instance().attach(*ctx.socket, ctx.side, why, why_len) == 0;
+  return entry->instance().attach(*ctx.socket, ctx.side, ctx.listener, why, why_len) == 0;
 }
 
 }  // namespace
@@ -121,18 +122,31 @@ const StaticDecision& static_decision() noexcept {
 
 }  // namespace
 
-void choose_link(Socket& s, Side side) noexcept {
+void prepare_links(Socket& s, const sockaddr* dst, socklen_t len) noexcept {
+  if (static_decision().valid) return;  // no link of the chain can attach: nothing to prepare
+  const Config& cfg = config();
+  const Rule* rule = match_rule(cfg.rules, program_name(), Direction::client, dst);
+  for (TransportId id : cfg.chain) {
+    if (id == TransportId::tcp) break;
+    if (rule && !(rule->allowed & bit(id))) continue;
+    const TransportEntry* entry = find_transport(id);
+    if (entry && entry->probe().available) entry->instance().prepare_connect(s, dst, len);
+  }
+}
+
+void choose_link(Socket& s, Side side, Socket* listener) noexcept {
   stats::Slot& slot = *s.slot;
   if (const StaticDecision& d = static_decision(); d.valid) {
     memcpy(slot.reason, d.reasons, d.reasons_size);
     slot.transport = uint8_t(TransportId::tcp);
     s.link = &find_transport(TransportId::tcp)->instance();
+    s.user_io.store(false, std::memory_order_relaxed);
     return;
   }
   sockaddr_storage rule_addr;
   const stats::Endpoint& ep = side == Side::client ? slot.peer : slot.local;
   socklen_t len = sockaddr_from(ep, rule_addr);
-  AttachContext ctx{&s, side};
+  AttachContext ctx{&s, side, listener};
   ChainInputs in{&config(), program_name(),
                  side == Side::client ? Direction::client : Direction::server,
                  len ? reinterpret_cast<const sockaddr*>(&rule_addr) : nullptr, is_registered,
@@ -140,6 +154,7 @@ void choose_link(Socket& s, Side side) noexcept {
   TransportId id = walk_chain(in, slot.reason, sizeof slot.reason);
   slot.transport = uint8_t(id);
   s.link = &find_transport(id)->instance();
+  s.user_io.store(!s.link->kernel_carries_data(), std::memory_order_relaxed);
 }
 
 }  // namespace fastsock

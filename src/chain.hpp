@@ -11,8 +11,13 @@ namespace fastsock {
 // Walks the configured chain for `s` (whose slot already holds its endpoints), asking
 // each allowed, registered, available transport to attach; kernel TCP ends every chain
 // and always accepts. Sets s.link and writes the skipped links' reasons into s.slot->reason,
-// e.g. "shm: not built; verbs: not in FASTSOCK_TRANSPORTS".
-void choose_link(Socket& s, Side side) noexcept;
+// e.g. "shm: not built; verbs: not in FASTSOCK_TRANSPORTS". For an accepted connection,
+// `listener` is the listening socket it came from.
+void choose_link(Socket& s, Side side, Socket* listener) noexcept;
+
+// Before a client's kernel connect to `dst`: lets every link the chain and the rules allow
+// for this destination prepare (Transport::prepare_connect). Free when no link can attach.
+void prepare_links(Socket& s, const sockaddr* dst, socklen_t len) noexcept;
 
 // The same decision, as a pure function of its inputs, for unit tests: returns the id of
 // the link that would be tried first given which transports are registered and available.

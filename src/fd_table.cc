@@ -66,6 +66,8 @@ void pool_give(Socket* s) noexcept {
 void reset_fields(Socket& s) noexcept {
   s.domain = 0;
   s.link = nullptr;
+  s.user_io.store(false, std::memory_order_relaxed);
+  s.link_state = nullptr;
   s.slot = &s.private_slot;
   s.private_slot.state.store(0, std::memory_order_relaxed);
   s.private_slot.fd = -1;

@@ -32,6 +32,7 @@ class SocketRef {
   Socket* operator->() const noexcept { return s_; }
   Socket& operator*() const noexcept { return *s_; }
   Socket* get() const noexcept { return s_; }
+  Socket* leak() noexcept { return std::exchange(s_, nullptr); }  // the caller keeps the reference
   void reset() noexcept;
 
  private:

@@ -1,12 +1,17 @@
 // Descriptors: the fd table follows every way the application closes or copies one.
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/close_range.h>
+#include <sys/ioctl.h>
+
+#include <algorithm>
 
 #include "fd_table.hpp"
 #include "log.hpp"
 #include "ops.hpp"
 #include "real.hpp"
 #include "result.hpp"
+#include "user_io.hpp"
 
 namespace fastsock::ops {
 
@@ -76,6 +81,18 @@ long fcntl(int fd, int cmd, void* arg, bool fcntl64) {
 }
 
 long ioctl(int fd, unsigned long request, void* arg) {
+  // FIONREAD (= SIOCINQ) counts the bytes waiting on the link that carries them; everything
+  // else, FIONBIO included, belongs to the kernel socket.
+  if (request == FIONREAD && fd_table::maybe_tracked(fd)) {
+    SocketRef s = fd_table::lookup(fd);
+    if (s && user_link(*s)) {
+      if (!arg) return -EFAULT;
+      const long n = user_bytes_readable(*s, fd);
+      if (n < 0) return n;
+      *static_cast<int*>(arg) = int(std::min<long>(n, INT_MAX));
+      return 0;
+    }
+  }
   return neg_errno(real().ioctl(fd, request, arg));
 }
 

@@ -71,8 +71,8 @@ static void publish(Socket& s, stats::SlotState state) {
 }
 
 // The kernel connection exists: pick the link, publish, log.
-static void track_connection(Socket& s, int fd, Side side, const stats::Endpoint& local,
-                             const stats::Endpoint& peer) {
+static void track_connection(Socket& s, int fd, Side side, Socket* listener,
+                             const stats::Endpoint& local, const stats::Endpoint& peer) {
   claim_shared_slot(s);
   stats::Slot& slot = *s.slot;
   slot.fd = fd;
@@ -80,7 +80,7 @@ static void track_connection(Socket& s, int fd, Side side, const stats::Endpoint
   slot.local = local;
   slot.peer = peer;
   slot.opened_ns = now_ns();
-  choose_link(s, side);
+  choose_link(s, side, listener);
   publish(s, stats::SlotState::connected);
   if (log_enabled(LogLevel::debug)) {
     char l[64], p[64];
@@ -167,7 +167,8 @@ long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
     // A listener bound to one address gives its connections that local address; only a
     // wildcard listener needs the kernel to say which address the peer reached.
     const stats::Endpoint& bound = listener->slot->local;
-    track_connection(*s, nfd, Side::server, is_wildcard(bound) ? local_endpoint(nfd) : bound,
+    track_connection(*s, nfd, Side::server, listener.get(),
+                     is_wildcard(bound) ? local_endpoint(nfd) : bound,
                      endpoint_from(reinterpret_cast<sockaddr*>(&peer), peer_len));
   }
   fd_table::install(nfd, s.get());
@@ -175,19 +176,24 @@ long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
 }
 
 long connect(int fd, const sockaddr* addr, socklen_t len) {
+  SocketRef s = fd_table::lookup(fd);
+  // Only a socket's first connect makes a connection (a repeated connect of a non-blocking
+  // socket reports the first one's progress).
+  const bool first = s && s->slot->role == uint8_t(stats::Role::none) && !inside_library();
+  stats::Endpoint peer;
+  if (first) {
+    peer = endpoint_from(addr, len);
+    if (peer.family != 0) prepare_links(*s, addr, len);
+  }
   const int rc = real().connect(fd, addr, len);
   const int err = rc == 0 ? 0 : errno;
   // A non-blocking connect is a connection in the making: decide now, as for a blocking one.
-  if (rc == 0 || err == EINPROGRESS) {
-    SocketRef s = fd_table::lookup(fd);
-    if (s && s->slot->role == uint8_t(stats::Role::none)) {
-      stats::Endpoint peer = endpoint_from(addr, len);
-      // The local address costs a system call per connection, and only the debug log
-      // needs it now; `fastsock stat` looks it up in /proc when it is unknown.
-      const stats::Endpoint local =
-          log_enabled(LogLevel::debug) ? local_endpoint(fd) : stats::Endpoint{};
-      if (peer.family != 0) track_connection(*s, fd, Side::client, local, peer);
-    }
+  if (first && peer.family != 0 && (rc == 0 || err == EINPROGRESS)) {
+    // The local address costs a system call per connection, and only the debug log
+    // needs it now; `fastsock stat` looks it up in /proc when it is unknown.
+    const stats::Endpoint local =
+        log_enabled(LogLevel::debug) ? local_endpoint(fd) : stats::Endpoint{};
+    track_connection(*s, fd, Side::client, nullptr, local, peer);
   }
   return rc == 0 ? 0 : -err;
 }

@@ -21,6 +21,10 @@ struct Socket {
   std::atomic<int32_t> refs{0};
   int domain = 0;                     // AF_INET or AF_INET6
   Transport* link = nullptr;          // the link of the chain carrying the data
+  // The link carries the data itself (not the kernel): the data calls go to it. Cached from
+  // link->kernel_carries_data() so that the kernel path pays one load, not a virtual call.
+  std::atomic<bool> user_io{false};
+  void* link_state = nullptr;         // the link's per-connection state, owned by the link
   // Counters and description. Points into the published stats area when a slot was free,
   // else at `private_slot`; writers never need to know which.
   stats::Slot* slot = nullptr;

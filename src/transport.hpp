@@ -6,6 +6,8 @@
 // and always accepts. Nothing outside transports/<x>/ or shm/ names a concrete transport.
 #pragma once
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -35,25 +37,43 @@ class Transport {
   // listen on its own fabric. Returns 0 or -errno; failure only means no upgrades.
   virtual int on_listen(Socket& s) noexcept = 0;
 
+  // Called by connect() before the kernel connection is attempted (before the SYN), for
+  // every usable link of the chain that the rules allow for this destination: a link that
+  // must be findable by the acceptor before the connection exists prepares it here.
+  virtual void prepare_connect(Socket& s, const sockaddr* dst, socklen_t len) noexcept = 0;
+
   // Called once the kernel connection exists (after connect() or accept()). Returns 0 when
   // this transport now carries the connection; otherwise writes why into `why` (one short
-  // clause) and returns -errno, and the core tries the next link.
-  virtual int attach(Socket& s, Side side, char* why, size_t why_len) noexcept = 0;
+  // clause) and returns -errno, and the core tries the next link. For an accepted
+  // connection, `listener` is the listening socket's Socket (else nullptr).
+  virtual int attach(Socket& s, Side side, Socket* listener, char* why,
+                     size_t why_len) noexcept = 0;
 
   // True when the kernel socket itself carries the data: the core then calls the real libc
   // entry point the application called, unchanged, so every flag keeps the kernel's meaning.
+  // Everything below is only called for links that return false.
   virtual bool kernel_carries_data() const noexcept = 0;
 
-  // Byte ranges, for transports that carry data themselves (and for resending on a
-  // downgrade). `fd` is the application's descriptor the call came through. Return bytes
-  // moved or -errno.
-  virtual ssize_t send(Socket& s, int fd, const struct iovec* iov, int iovcnt,
-                       int flags) noexcept = 0;
-  virtual ssize_t recv(Socket& s, int fd, const struct iovec* iov, int iovcnt,
-                       int flags) noexcept = 0;
+  // Byte ranges. `fd` is the application's descriptor the call came through. They keep the
+  // kernel's semantics for a TCP socket: blocking unless MSG_DONTWAIT or O_NONBLOCK (which
+  // the link reads from the kernel fd when it would block), SO_RCVTIMEO/SO_SNDTIMEO, EINTR,
+  // MSG_PEEK, MSG_WAITALL, EOF as 0, EPIPE after shutdown (the core raises SIGPIPE).
+  // Return bytes moved or -errno. Not noexcept: a blocking call is a cancellation point,
+  // and pthread_cancel unwinds through it (see src/ops.hpp).
+  virtual ssize_t send(Socket& s, int fd, const struct iovec* iov, int iovcnt, int flags) = 0;
+  virtual ssize_t recv(Socket& s, int fd, const struct iovec* iov, int iovcnt, int flags) = 0;
+  // FIONREAD: bytes a recv() would return now, or -errno.
+  virtual long bytes_readable(Socket& s, int fd) noexcept = 0;
 
-  // The fd that becomes readable/writable when this transport has events for `s`.
-  virtual int readiness_fd(const Socket& s, int fd) const noexcept = 0;
+  // Readiness as poll() reports it (POLLIN, POLLOUT, POLLHUP, POLLRDHUP, POLLERR) for the
+  // `events` asked, computed now without sleeping.
+  virtual short poll_now(Socket& s, int fd, short events) noexcept = 0;
+  // Before a poll() that may sleep: arms the link's notification for `events` and writes the
+  // kernel descriptors whose readiness wakes the sleeper into `out` (at most
+  // kMaxWaitFds). After waking, the core calls poll_now() again, then disarm().
+  static constexpr int kMaxWaitFds = 3;
+  virtual int wait_fds(Socket& s, int fd, short events, struct pollfd* out) noexcept = 0;
+  virtual void disarm(Socket& s) noexcept = 0;
 
   virtual int shutdown(Socket& s, int fd, int how) noexcept = 0;
   // The last descriptor of the connection is closing: release per-connection resources.

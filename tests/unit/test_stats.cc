@@ -81,7 +81,13 @@ TEST_CASE("the tcp transport is registered, available, and moves byte ranges") {
   CHECK(t.shutdown(dummy, c, SHUT_WR) == 0);
   CHECK(t.recv(dummy, a, in, 1, 0) == 0);  // EOF after the half-close
   CHECK(t.send(dummy, -1, out, 1, 0) == -EBADF);
-  CHECK(t.readiness_fd(dummy, a) == a);
+  CHECK(t.bytes_readable(dummy, a) == 0);
+  CHECK(t.send(dummy, a, out, 1, 0) == 6);
+  pollfd w[Transport::kMaxWaitFds];
+  REQUIRE(t.wait_fds(dummy, c, POLLIN, w) == 1);
+  CHECK(w[0].fd == c);
+  CHECK((t.poll_now(dummy, c, POLLIN) & POLLIN) != 0);
+  CHECK(t.bytes_readable(dummy, c) == 6);
   close(a);
   close(c);
   close(lfd);
