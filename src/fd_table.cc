@@ -68,6 +68,7 @@ void reset_fields(Socket& s) noexcept {
   s.link = nullptr;
   s.user_io.store(false, std::memory_order_relaxed);
   s.link_state = nullptr;
+  s.epoll_regs = nullptr;
   s.slot = &s.private_slot;
   s.private_slot.state.store(0, std::memory_order_relaxed);
   s.private_slot.fd = -1;

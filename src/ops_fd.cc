@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "epoll_merge.hpp"
 #include "fd_table.hpp"
 #include "log.hpp"
 #include "ops.hpp"
@@ -15,8 +16,24 @@
 
 namespace fastsock::ops {
 
-long close(int fd) {
+namespace {
+
+// Descriptors about to be closed (or replaced by dup2/dup3): the library's own state that
+// refers to them by number goes first.
+void closing(int fd) {
   log_fd_closing(fd);
+  epoll_merge::forget_sets(unsigned(fd), unsigned(fd));
+}
+
+void closing_range(unsigned first, unsigned last) {
+  log_fd_range_closing(first, last);
+  epoll_merge::forget_sets(first, last);
+}
+
+}  // namespace
+
+long close(int fd) {
+  closing(fd);
   // Forget first: once the kernel closes the number it may be reused at once by another
   // thread's socket(), and that new entry must not be the one we remove.
   fd_table::remove(fd);
@@ -27,7 +44,7 @@ long close_range(unsigned first, unsigned last, int flags) {
   const int rc = real().close_range(first, last, flags);
   if (rc != 0) return -errno;
   if (!(flags & CLOSE_RANGE_CLOEXEC)) {
-    log_fd_range_closing(first, last);
+    closing_range(first, last);
     fd_table::remove_range(first, last);
   }
   return 0;
@@ -35,7 +52,7 @@ long close_range(unsigned first, unsigned last, int flags) {
 
 void closefrom(int lowfd) {
   if (lowfd < 0) lowfd = 0;
-  log_fd_range_closing(unsigned(lowfd), ~0u);
+  closing_range(unsigned(lowfd), ~0u);
   real().closefrom(lowfd);
   fd_table::remove_range(unsigned(lowfd), ~0u);
 }
@@ -43,7 +60,7 @@ void closefrom(int lowfd) {
 long fclose(FILE* stream) {
   const int fd = stream ? fileno(stream) : -1;
   if (fd >= 0) {
-    log_fd_closing(fd);
+    closing(fd);
     fd_table::remove(fd);
   }
   // fclose returns EOF (not -1 by contract) on failure; EOF is -1 in glibc.
@@ -58,7 +75,7 @@ long dup(int fd) {
 }
 
 long dup2(int fd, int newfd) {
-  if (fd != newfd) log_fd_closing(newfd);
+  if (fd != newfd) closing(newfd);
   const int rc = real().dup2(fd, newfd);
   if (rc < 0) return -errno;
   if (fd != newfd) fd_table::install(newfd, fd_table::lookup(fd).get());
@@ -66,7 +83,7 @@ long dup2(int fd, int newfd) {
 }
 
 long dup3(int fd, int newfd, int flags) {
-  if (fd != newfd) log_fd_closing(newfd);
+  if (fd != newfd) closing(newfd);
   const int rc = real().dup3(fd, newfd, flags);
   if (rc < 0) return -errno;
   fd_table::install(newfd, fd_table::lookup(fd).get());

@@ -1,11 +1,13 @@
 // Readiness. A set of kernel descriptors only goes straight to the kernel. A set with a
 // connection whose link carries data outside the kernel (shm, verbs) goes through
-// poll_merged (poll_merge.hpp); select and pselect are turned into that poll for it.
+// poll_merged (poll_merge.hpp); select and pselect are turned into that poll for it. An
+// epoll set holding such a connection goes through epoll_merge.hpp.
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
 
+#include "epoll_merge.hpp"
 #include "fd_table.hpp"
 #include "ops.hpp"
 #include "poll_merge.hpp"
@@ -116,20 +118,28 @@ long epoll_create(int size) { return neg_errno(real().epoll_create(size)); }
 long epoll_create1(int flags) { return neg_errno(real().epoll_create1(flags)); }
 
 long epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
+  if (long rc; epoll_merge::ctl(epfd, op, fd, event, &rc)) return rc;
   return neg_errno(real().epoll_ctl(epfd, op, fd, event));
 }
 
 long epoll_wait(int epfd, epoll_event* events, int max, int timeout) {
+  const timespec t = from_ms(timeout);
+  if (long rc; epoll_merge::wait(epfd, events, max, timeout < 0 ? nullptr : &t, nullptr, &rc))
+    return rc;
   return neg_errno(real().epoll_wait(epfd, events, max, timeout));
 }
 
 long epoll_pwait(int epfd, epoll_event* events, int max, int timeout,
                  const sigset_t* mask) {
+  const timespec t = from_ms(timeout);
+  if (long rc; epoll_merge::wait(epfd, events, max, timeout < 0 ? nullptr : &t, mask, &rc))
+    return rc;
   return neg_errno(real().epoll_pwait(epfd, events, max, timeout, mask));
 }
 
 long epoll_pwait2(int epfd, epoll_event* events, int max, const timespec* timeout,
                   const sigset_t* mask) {
+  if (long rc; epoll_merge::wait(epfd, events, max, timeout, mask, &rc)) return rc;
   return neg_errno(real().epoll_pwait2(epfd, events, max, timeout, mask));
 }
 

@@ -12,6 +12,7 @@
 #include "chain.hpp"
 #include "config_load.hpp"
 #include "endpoint.hpp"
+#include "epoll_merge.hpp"
 #include "fd_table.hpp"
 #include "guard.hpp"
 #include "log.hpp"
@@ -300,6 +301,7 @@ void on_socket_released(Socket& s) noexcept {
               static_cast<unsigned long long>(slot.bytes_sent.load(std::memory_order_relaxed)),
               static_cast<unsigned long long>(slot.bytes_received.load(std::memory_order_relaxed)));
   }
+  epoll_merge::forget_socket(s);
   if (s.link) s.link->detach(s);
   if (s.slot != &s.private_slot) stats::retire_slot(s.slot);
   errno = saved_errno;

@@ -25,6 +25,7 @@ struct Socket {
   // link->kernel_carries_data() so that the kernel path pays one load, not a virtual call.
   std::atomic<bool> user_io{false};
   void* link_state = nullptr;         // the link's per-connection state, owned by the link
+  void* epoll_regs = nullptr;         // its registrations in epoll sets (epoll_merge.cc)
   // Counters and description. Points into the published stats area when a slot was free,
   // else at `private_slot`; writers never need to know which.
   stats::Slot* slot = nullptr;

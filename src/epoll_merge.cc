@@ -1,0 +1,382 @@
+#include "epoll_merge.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <mutex>
+#include <new>
+
+#include "fd_table.hpp"
+#include "process.hpp"
+#include "ptr_set.hpp"
+#include "real.hpp"
+#include "transport.hpp"
+#include "user_io.hpp"
+
+namespace fastsock::epoll_merge {
+
+namespace {
+
+struct EpollSet;
+
+// One user-link connection in one epoll set, as the application registered it.
+struct Registration {
+  EpollSet* set = nullptr;
+  Socket* socket = nullptr;        // not owning: forget_socket() runs before it goes away
+  int fd = -1;                     // the descriptor the application registered
+  uint32_t events = 0;             // as asked: EPOLLIN, EPOLLOUT, ..., EPOLLET, EPOLLONESHOT
+  epoll_data_t data{};
+  bool disabled = false;           // EPOLLONESHOT reported; until EPOLL_CTL_MOD
+  bool on_ready_list = false;
+  uint64_t reported_in = 0;        // the wait call that last reported it
+  int wake[Transport::kMaxWaitFds] = {};
+  int wake_count = 0;
+  Registration* next_of_socket = nullptr;
+  Registration* next_ready = nullptr;
+  Registration* next_in_set = nullptr;
+  Registration** prev_in_set = nullptr;  // where the pointer to it lives
+};
+
+struct EpollSet {
+  int epfd = -1;
+  int bell = -1;                   // eventfd, readable while the ready list is not empty
+  bool bell_rung = false;
+  Registration* all = nullptr;     // every registration of the set
+  PtrSet members;                  // the same, to recognise our tags in kernel events
+  Registration* ready = nullptr;
+  EpollSet* next = nullptr;
+};
+
+// One lock for all of it: sets with user-link connections are few, and it is held for
+// short bookkeeping only, never across a wait.
+std::mutex g_lock;
+EpollSet* g_sets = nullptr;
+std::atomic<int> g_set_count{0};  // sets with user-link registrations: 0 = all go to the kernel
+uint64_t g_wait_calls = 0;
+
+void fork_prepare() noexcept { g_lock.lock(); }
+void fork_release() noexcept { g_lock.unlock(); }
+const bool g_registered =
+    (register_fork_handlers(ForkHandlers{fork_prepare, fork_release, fork_release}), true);
+
+constexpr uint32_t kStateEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP;
+
+Registration*& socket_regs(Socket& s) {
+  return reinterpret_cast<Registration*&>(s.epoll_regs);
+}
+
+EpollSet* find_set(int epfd) {
+  for (EpollSet* set = g_sets; set; set = set->next)
+    if (set->epfd == epfd) return set;
+  return nullptr;
+}
+
+EpollSet* find_or_create_set(int epfd) {
+  if (EpollSet* set = find_set(epfd)) return set;
+  auto* set = new (std::nothrow) EpollSet;
+  if (!set) return nullptr;
+  set->epfd = epfd;
+  set->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = set;
+  if (set->bell < 0 || real().epoll_ctl(epfd, EPOLL_CTL_ADD, set->bell, &ev) != 0) {
+    if (set->bell >= 0) real().close(set->bell);
+    delete set;
+    return nullptr;
+  }
+  set->next = g_sets;
+  g_sets = set;
+  g_set_count.fetch_add(1, std::memory_order_relaxed);
+  return set;
+}
+
+void destroy_set(EpollSet* set) {
+  for (EpollSet** p = &g_sets; *p; p = &(*p)->next)
+    if (*p == set) { *p = set->next; break; }
+  real().close(set->bell);
+  g_set_count.fetch_sub(1, std::memory_order_relaxed);
+  delete set;
+}
+
+// The set's own readiness follows its ready list (for poll() or an outer epoll on it).
+void update_bell(EpollSet& set) {
+  const bool want = set.ready != nullptr;
+  if (want == set.bell_rung) return;
+  uint64_t v = 1;
+  if (want)
+    (void)!real().write(set.bell, &v, sizeof v);
+  else
+    (void)!real().read(set.bell, &v, sizeof v);
+  set.bell_rung = want;
+}
+
+// poll()'s view of the link mapped to epoll's bits (they are the same values on Linux).
+uint32_t readiness(Registration& r) {
+  Socket& s = *r.socket;
+  const short asked = short(r.events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI));
+  const uint32_t now = uint32_t(uint16_t(s.link->poll_now(s, r.fd, asked)));
+  return now & ((r.events & kStateEvents) | EPOLLERR | EPOLLHUP);
+}
+
+void push_ready(Registration& r) {
+  if (r.on_ready_list) return;
+  r.on_ready_list = true;
+  r.next_ready = r.set->ready;
+  r.set->ready = &r;
+}
+
+void drop_from_ready(Registration& r) {
+  if (!r.on_ready_list) return;
+  for (Registration** p = &r.set->ready; *p; p = &(*p)->next_ready)
+    if (*p == &r) { *p = r.next_ready; break; }
+  r.on_ready_list = false;
+}
+
+// (Re-)arms the link and registers its wake descriptors in the kernel set, edge-triggered:
+// the kernel tells us something changed, the link says what is ready now.
+int arm(Registration& r, bool add_to_kernel) {
+  Socket& s = *r.socket;
+  const short asked = short(r.events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI));
+  pollfd w[Transport::kMaxWaitFds];
+  const int n = s.link->wait_fds(s, r.fd, asked, w);
+  if (!add_to_kernel) return 0;
+  r.wake_count = 0;
+  for (int i = 0; i < n; ++i) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (r.events & EPOLLEXCLUSIVE);
+    ev.data.ptr = &r;
+    if (real().epoll_ctl(r.set->epfd, EPOLL_CTL_ADD, w[i].fd, &ev) != 0) {
+      if (errno == EEXIST) continue;  // shared with another registration of this connection
+      return -errno;
+    }
+    r.wake[r.wake_count++] = w[i].fd;
+  }
+  return 0;
+}
+
+void unlink_from_socket(Registration& r) {
+  for (Registration** p = &socket_regs(*r.socket); *p; p = &(*p)->next_of_socket)
+    if (*p == &r) { *p = r.next_of_socket; break; }
+}
+
+void unregister(Registration& r) {
+  for (int i = 0; i < r.wake_count; ++i)
+    (void)real().epoll_ctl(r.set->epfd, EPOLL_CTL_DEL, r.wake[i], nullptr);
+  drop_from_ready(r);
+  unlink_from_socket(r);
+  EpollSet* set = r.set;
+  set->members.erase(&r);
+  *r.prev_in_set = r.next_in_set;
+  if (r.next_in_set) r.next_in_set->prev_in_set = r.prev_in_set;
+  update_bell(*set);
+  delete &r;
+  if (!set->all) destroy_set(set);
+}
+
+Registration* find_registration(Socket& s, int epfd, int fd) {
+  for (Registration* r = socket_regs(s); r; r = r->next_of_socket)
+    if (r->set->epfd == epfd && r->fd == fd) return r;
+  return nullptr;
+}
+
+// A registration is identified by its address. The application's own kernel events carry
+// its own data, which could hold any value, so a value is only ours if the set knows it.
+Registration* our_registration(EpollSet& set, void* tag) {
+  return set.members.contains(tag) ? static_cast<Registration*>(tag) : nullptr;
+}
+
+long add(EpollSet& set, Socket& s, int fd, const epoll_event& ev) {
+  if (find_registration(s, set.epfd, fd)) return -EEXIST;
+  auto* r = new (std::nothrow) Registration;
+  if (!r) return -ENOMEM;
+  r->set = &set;
+  r->socket = &s;
+  r->fd = fd;
+  r->events = ev.events;
+  r->data = ev.data;
+  if (!set.members.insert(r)) {
+    delete r;
+    if (!set.all) destroy_set(&set);
+    return -ENOMEM;
+  }
+  r->next_in_set = set.all;
+  if (set.all) set.all->prev_in_set = &r->next_in_set;
+  r->prev_in_set = &set.all;
+  set.all = r;
+  r->next_of_socket = socket_regs(s);
+  socket_regs(s) = r;
+  if (long rc = arm(*r, true); rc < 0) {
+    unregister(*r);
+    return rc;
+  }
+  // The kernel reports a descriptor that is ready when added; so do we.
+  if (readiness(*r)) push_ready(*r);
+  update_bell(set);
+  return 0;
+}
+
+}  // namespace
+
+bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
+  if (op != EPOLL_CTL_ADD && g_set_count.load(std::memory_order_relaxed) == 0) return false;
+  if (!fd_table::maybe_tracked(fd)) return false;
+  SocketRef s = fd_table::lookup(fd);
+  if (!s) return false;
+  std::lock_guard lock(g_lock);
+  Registration* r = find_registration(*s, epfd, fd);
+  if (!r && !(op == EPOLL_CTL_ADD && ops::user_link(*s))) return false;
+  if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !event) {
+    *rc = -EFAULT;
+    return true;
+  }
+  switch (op) {
+    case EPOLL_CTL_ADD: {
+      if (r) { *rc = -EEXIST; return true; }
+      // The kernel's own checks (bad epfd, not an epoll fd, fd == epfd) come first.
+      epoll_event probe{};
+      if (real().epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &probe) != 0 && errno != ENOENT) {
+        *rc = -errno;
+        return true;
+      }
+      EpollSet* set = find_or_create_set(epfd);
+      *rc = set ? add(*set, *s, fd, *event) : -ENOMEM;
+      return true;
+    }
+    case EPOLL_CTL_MOD:
+      if (r->events & EPOLLEXCLUSIVE) { *rc = -EINVAL; return true; }  // as the kernel says
+      r->events = event->events;
+      r->data = event->data;
+      r->disabled = false;
+      drop_from_ready(*r);
+      (void)arm(*r, false);
+      if (readiness(*r)) push_ready(*r);
+      update_bell(*r->set);
+      *rc = 0;
+      return true;
+    case EPOLL_CTL_DEL:
+      unregister(*r);
+      *rc = 0;
+      return true;
+    default:
+      *rc = -EINVAL;
+      return true;
+  }
+}
+
+bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const sigset_t* mask,
+          long* rc) {
+  if (g_set_count.load(std::memory_order_relaxed) == 0) return false;
+  if (max <= 0) return false;  // the kernel reports EINVAL
+  {
+    std::lock_guard lock(g_lock);
+    if (!find_set(epfd)) return false;
+  }
+  timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    int n = 0;
+    uint64_t call;
+    {
+      std::lock_guard lock(g_lock);
+      EpollSet* set = find_set(epfd);
+      if (!set) return false;  // its last user-link connection went away meanwhile
+      call = ++g_wait_calls;
+      // Level-triggered connections that were ready: still ready?
+      for (Registration** p = &set->ready; *p && n < max;) {
+        Registration& r = **p;
+        const uint32_t ev = r.disabled ? 0 : readiness(r);
+        if (ev) {
+          out[n].events = ev;
+          out[n].data = r.data;
+          ++n;
+          r.reported_in = call;
+          if (r.events & EPOLLONESHOT) r.disabled = true;
+          if (!(r.events & (EPOLLET | EPOLLONESHOT))) { p = &r.next_ready; continue; }
+        }
+        *p = r.next_ready;  // not ready, edge-triggered, or one-shot: off the list
+        r.on_ready_list = false;
+        if (!ev || r.events & EPOLLET) (void)arm(r, false);
+      }
+      update_bell(*set);
+    }
+    // The kernel's events: wait only if nothing is ready yet.
+    timespec left{0, 0};
+    const timespec* wait_for = &left;
+    if (n == 0) {
+      if (!timeout) {
+        wait_for = nullptr;
+      } else {
+        timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        const int64_t spent = (now.tv_sec - start.tv_sec) * 1'000'000'000 + (now.tv_nsec - start.tv_nsec);
+        const int64_t total = timeout->tv_sec * 1'000'000'000 + timeout->tv_nsec;
+        const int64_t rest = total > spent ? total - spent : 0;
+        left = timespec{time_t(rest / 1'000'000'000), long(rest % 1'000'000'000)};
+      }
+    }
+    const int k = real().epoll_pwait2(epfd, out + n, max - n, wait_for, mask);
+    if (k < 0) {
+      if (n > 0) { *rc = n; return true; }
+      *rc = -errno;
+      return true;
+    }
+    {
+      std::lock_guard lock(g_lock);
+      EpollSet* set = find_set(epfd);
+      const int end = n + k;
+      for (int i = n; i < end; ++i) {
+        const epoll_event e = out[i];
+        if (set && e.data.ptr == set) continue;  // the set's own bell
+        Registration* r = set ? our_registration(*set, e.data.ptr) : nullptr;
+        if (!r) {
+          out[n++] = e;  // the application's own descriptor
+          continue;
+        }
+        if (r->disabled || r->reported_in == call) continue;
+        const uint32_t ev = readiness(*r);
+        (void)arm(*r, false);
+        if (!ev) continue;
+        out[n].events = ev;
+        out[n].data = r->data;
+        ++n;
+        r->reported_in = call;
+        if (r->events & EPOLLONESHOT)
+          r->disabled = true;
+        else if (!(r->events & EPOLLET))
+          push_ready(*r);
+      }
+      if (set) update_bell(*set);
+    }
+    if (n > 0 || k == 0) { *rc = n; return true; }  // events, or the timeout expired
+    // Only wake-ups with nothing ready for the application: wait again for the rest.
+  }
+}
+
+void forget_socket(Socket& s) noexcept {
+  if (!s.epoll_regs) return;
+  std::lock_guard lock(g_lock);
+  while (Registration* r = socket_regs(s)) unregister(*r);
+}
+
+void forget_sets(unsigned first, unsigned last) noexcept {
+  if (g_set_count.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard lock(g_lock);
+  for (EpollSet* set = g_sets; set;) {
+    EpollSet* next = set->next;
+    if (unsigned(set->epfd) >= first && unsigned(set->epfd) <= last) {
+      // The kernel forgets the set's contents with it; we forget our side.
+      while (Registration* r = set->all) {
+        set->all = r->next_in_set;
+        unlink_from_socket(*r);
+        delete r;
+      }
+      destroy_set(set);
+    }
+    set = next;
+  }
+}
+
+}  // namespace fastsock::epoll_merge
