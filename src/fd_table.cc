@@ -69,6 +69,7 @@ void reset_fields(Socket& s) noexcept {
   s.user_io.store(false, std::memory_order_relaxed);
   s.link_state = nullptr;
   s.epoll_regs = nullptr;
+  for (void*& state : s.listen_state) state = nullptr;
   s.slot = &s.private_slot;
   s.private_slot.state.store(0, std::memory_order_relaxed);
   s.private_slot.fd = -1;

@@ -303,6 +303,8 @@ void on_socket_released(Socket& s) noexcept {
   }
   epoll_merge::forget_socket(s);
   if (s.link) s.link->detach(s);
+  for (int i = 0; i < kTransportCount; ++i)
+    if (s.listen_state[i]) find_transport(TransportId(i))->instance().close_listener(s);
   if (s.slot != &s.private_slot) stats::retire_slot(s.slot);
   errno = saved_errno;
 }

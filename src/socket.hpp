@@ -26,6 +26,8 @@ struct Socket {
   std::atomic<bool> user_io{false};
   void* link_state = nullptr;         // the link's per-connection state, owned by the link
   void* epoll_regs = nullptr;         // its registrations in epoll sets (epoll_merge.cc)
+  // A listener: what each link published for it in Transport::on_listen (owned by the link).
+  void* listen_state[kTransportCount] = {};
   // Counters and description. Points into the published stats area when a slot was free,
   // else at `private_slot`; writers never need to know which.
   stats::Slot* slot = nullptr;

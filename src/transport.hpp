@@ -36,6 +36,8 @@ class Transport {
   // Called after a successful listen(): a transport may publish a rendezvous record or
   // listen on its own fabric. Returns 0 or -errno; failure only means no upgrades.
   virtual int on_listen(Socket& s) noexcept = 0;
+  // The listening socket closes: release what on_listen published.
+  virtual void close_listener(Socket& s) noexcept = 0;
 
   // Called by connect() before the kernel connection is attempted (before the SYN), for
   // every usable link of the chain that the rules allow for this destination: a link that

@@ -1,0 +1,558 @@
+#include "shm_conn.hpp"
+
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "endpoint.hpp"
+#include "real.hpp"
+#include "shm_sys.hpp"
+
+namespace fastsock::shm {
+
+namespace {
+
+constexpr uint64_t kUnknown = UINT64_MAX;  // the peer has not switched yet: all TCP so far
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+size_t iov_total(const iovec* iov, int iovcnt) {
+  size_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
+  return total;
+}
+
+// The part of `iov` after its first `skip` bytes, at most `max` bytes long, in `out`.
+int iov_window(const iovec* iov, int iovcnt, size_t skip, size_t max, iovec* out) {
+  int n = 0;
+  for (int i = 0; i < iovcnt && max > 0; ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    const size_t len = std::min(iov[i].iov_len - skip, max);
+    out[n++] = iovec{static_cast<char*>(iov[i].iov_base) + skip, len};
+    max -= len;
+    skip = 0;
+  }
+  return n;
+}
+
+// The socket's O_NONBLOCK, asked of the kernel only when a call would block.
+bool nonblocking(int fd, int flags) {
+  if (flags & MSG_DONTWAIT) return true;
+  const int fl = real().fcntl(fd, F_GETFL);
+  return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+// SO_RCVTIMEO / SO_SNDTIMEO as an absolute deadline; false when there is none.
+bool socket_deadline(int fd, int option, int64_t& deadline) {
+  timeval tv{};
+  socklen_t len = sizeof tv;
+  if (real().getsockopt(fd, SOL_SOCKET, option, &tv, &len) != 0) return false;
+  if (tv.tv_sec == 0 && tv.tv_usec == 0) return false;
+  deadline = now_ns() + int64_t(tv.tv_sec) * 1'000'000'000 + int64_t(tv.tv_usec) * 1000;
+  return true;
+}
+
+ssize_t kernel_recv(int fd, const iovec* iov, int iovcnt, int flags) {
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = size_t(iovcnt);
+  const ssize_t n = real().recvmsg(fd, &m, flags);
+  return n < 0 ? -errno : n;
+}
+
+ssize_t kernel_send(int fd, const iovec* iov, int iovcnt, int flags) {
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = size_t(iovcnt);
+  const ssize_t n = real().sendmsg(fd, &m, flags);
+  return n < 0 ? -errno : n;
+}
+
+}  // namespace
+
+Conn::~Conn() {
+  if (own_bell_ >= 0) sys::close(own_bell_);
+  if (peer_bell_ >= 0) sys::close(peer_bell_);
+}
+
+int Conn::prepare(const sockaddr* dst, socklen_t len, const char** why) {
+  side_ = 0;
+  const int rc = dialer_.dial(dst, len, why);
+  if (rc == 0) phase_ = Phase::dialled;
+  return rc;
+}
+
+int Conn::start_connector(int fd, const char** why) {
+  if (phase_ != Phase::dialled) {
+    *why = "no fastsock listener";
+    return -ECONNREFUSED;
+  }
+  phase_ = Phase::tcp;  // until everything below worked
+  sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl) != 0) {
+    *why = "cannot read the local address";
+    return -errno;
+  }
+  const stats::Endpoint local = endpoint_from(reinterpret_cast<sockaddr*>(&ss), sl);
+  if (Status st = segment_.create(options_.limits); !st.ok()) {
+    *why = st.reason;
+    return -st.err;
+  }
+  own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (own_bell_ < 0) {
+    *why = "cannot create an eventfd";
+    return -errno;
+  }
+  const int fds[2] = {segment_.fd(), own_bell_};
+  if (int rc = dialer_.send_hello(local, fds, 2, why); rc < 0) return rc;
+  segment_.close_fd();
+  tx_ = RingProducer(segment_, 0);
+  rx_ = RingConsumer(segment_, 1);
+  handoff_out_ = HandoffSender(segment_, 0);
+  handoff_in_ = HandoffReceiver(segment_, 1);
+  tx_control_ = Control(segment_, 0);
+  rx_control_ = Control(segment_, 1);
+  // The acceptor's eventfd comes with its reply: until then this end can arm (the acceptor
+  // signals it) but not signal.
+  notifier_ = Notifier(segment_, 0, own_bell_, -1);
+  phase_ = Phase::awaiting_peer;
+  return 0;
+}
+
+int Conn::start_acceptor(Handshake& handshake, const char** why) {
+  side_ = 1;
+  phase_ = Phase::tcp;
+  const char* ignored;
+  const int memfd = handshake.fds().take(0);
+  const int bell = handshake.fds().take(1);
+  if (memfd < 0 || bell < 0) {
+    if (memfd >= 0) sys::close(memfd);
+    if (bell >= 0) sys::close(bell);
+    *why = "the connector's hello carried no segment";
+    (void)handshake.reject(*why, &ignored);
+    return -EPROTO;
+  }
+  peer_bell_ = bell;
+  if (Status st = segment_.attach(memfd, options_.limits); !st.ok()) {
+    *why = st.reason;
+    (void)handshake.reject(st.reason, &ignored);
+    return -st.err;
+  }
+  own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (own_bell_ < 0) {
+    *why = "cannot create an eventfd";
+    (void)handshake.reject(*why, &ignored);
+    return -errno;
+  }
+  if (handshake.hello().pid == getpid()) segment_.set_peer_in_this_process(true);
+  tx_ = RingProducer(segment_, 1);
+  rx_ = RingConsumer(segment_, 0);
+  handoff_out_ = HandoffSender(segment_, 1);
+  handoff_in_ = HandoffReceiver(segment_, 0);
+  tx_control_ = Control(segment_, 1);
+  rx_control_ = Control(segment_, 0);
+  notifier_ = Notifier(segment_, 1, own_bell_, peer_bell_);
+  if (int rc = handshake.accept(&own_bell_, 1, why); rc < 0) return rc;
+  // Confirmation: the reply is queued before this store, so a connector that sees the
+  // switch offset finds the reply waiting. Nothing was sent on TCP yet: offset 0.
+  tx_control_.set_switch_offset(0);
+  tx_switched_ = true;
+  phase_ = Phase::active;
+  (void)notifier_.data_published();  // a connector asleep in recv re-checks
+  return 0;
+}
+
+void Conn::fall_back(const char* why) {
+  snprintf(reason_, sizeof reason_, "%s", why);
+  fallback_reason_ = reason_;
+  phase_ = Phase::tcp;
+}
+
+bool Conn::check_peer() {
+  std::lock_guard lock(peer_lock_);
+  if (phase_ != Phase::awaiting_peer) return false;
+  uint64_t offset;
+  const bool confirmed = rx_control_.switch_offset(offset);
+  Reply reply;
+  PassedFds fds;
+  const char* why = "the acceptor's answer was malformed";
+  switch (dialer_.poll_reply(reply, fds, &why)) {
+    case ReplyStatus::pending:
+      return false;
+    case ReplyStatus::accepted: {
+      const int bell = fds.take(0);
+      if (bell < 0) break;
+      peer_bell_ = bell;
+      if (reply.pid == getpid()) segment_.set_peer_in_this_process(true);
+      notifier_ = Notifier(segment_, 0, own_bell_, peer_bell_);
+      phase_ = Phase::active;
+      return true;
+    }
+    case ReplyStatus::rejected:
+      why = reply.reason;
+      break;
+    case ReplyStatus::gone:
+      why = "the acceptor closed the handshake unanswered";
+      break;
+    case ReplyStatus::invalid:
+      break;
+  }
+  if (confirmed) {
+    // The acceptor already moved its sending to the ring but its answer is unusable:
+    // the connection cannot be carried either way.
+    phase_ = Phase::broken;
+    return true;
+  }
+  fall_back(why);
+  return true;
+}
+
+void Conn::check_peer_cheap() {
+  if (phase_ != Phase::awaiting_peer) return;
+  uint64_t offset;
+  // The confirmation is one load; the socket is asked only now and then (a rejection or an
+  // acceptor that died comes only that way), and in every wait.
+  if (rx_control_.switch_offset(offset) || (++calls_since_check_ & 63) == 0) (void)check_peer();
+}
+
+uint64_t Conn::tcp_bytes_due() {
+  if (phase_ != Phase::active) return kUnknown;
+  uint64_t offset;
+  if (!rx_control_.switch_offset(offset)) return kUnknown;
+  if (offset < tcp_received_) {  // the peer claims fewer TCP bytes than it sent
+    phase_ = Phase::broken;
+    return 0;
+  }
+  return offset - tcp_received_;
+}
+
+ssize_t Conn::tcp_peek(int fd) {
+  char byte;
+  const ssize_t n = real().recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 ? -errno : n;
+}
+
+bool Conn::ready_for(bool data) {
+  if (data) return handoff_in_.readable(rx_) > 0 || rx_.fin() || rx_.corrupt();
+  return tx_.writable() > 0 || handoff_out_.done() || tx_.read_closed() || tx_.corrupt();
+}
+
+int Conn::wait(int fd, bool for_data, bool has_deadline, int64_t deadline) {
+  // Spin first: a peer that answers within the budget costs no system call and no sleep.
+  if (phase_ == Phase::active && tcp_bytes_due() == 0) {
+    const int64_t spin_end = now_ns() + int64_t(options_.spin_us) * 1000;
+    while (now_ns() < spin_end) {
+      if (ready_for(for_data)) return 0;
+      __builtin_ia32_pause();
+    }
+  }
+  if (for_data)
+    notifier_.arm_for_data();
+  else
+    notifier_.arm_for_space();
+  // Armed: from here a publish by the peer signals the eventfd, so this re-check cannot
+  // miss one (shm_notify.hpp).
+  if (phase_ == Phase::active && tcp_bytes_due() == 0 && ready_for(for_data)) return 0;
+  pollfd p[3];
+  nfds_t n = 0;
+  p[n++] = pollfd{own_bell_, POLLIN, 0};
+  // The TCP socket: bytes sent before the switch, and the peer's death (FIN or reset).
+  p[n++] = pollfd{fd, short(POLLIN | POLLRDHUP), 0};
+  if (phase_ == Phase::awaiting_peer && dialer_.fd() >= 0) p[n++] = pollfd{dialer_.fd(), POLLIN, 0};
+  int timeout_ms = -1;
+  if (has_deadline) {
+    const int64_t left = deadline - now_ns();
+    if (left <= 0) return -EAGAIN;
+    timeout_ms = int(std::min<int64_t>((left + 999'999) / 1'000'000, INT_MAX));
+  }
+  const int rc = real().poll(p, n, timeout_ms);
+  const int err = errno;
+  (void)notifier_.drain();
+  if (rc < 0) return -err;
+  if (rc == 0 && has_deadline && now_ns() >= deadline) return -EAGAIN;
+  return 0;
+}
+
+ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
+  std::lock_guard lock(recv_lock_);
+  const bool peek = flags & MSG_PEEK;
+  const bool waitall = (flags & MSG_WAITALL) && !peek;
+  const size_t total = iov_total(iov, iovcnt);
+  if (total == 0) return 0;
+  iovec part[IOV_MAX > 1024 ? 1024 : IOV_MAX];
+  size_t got = 0;
+  bool has_deadline = false, deadline_known = false;
+  int64_t deadline = 0;
+  for (;;) {
+    check_peer_cheap();
+    const int parts = iov_window(iov, std::min(iovcnt, 1024), got, total - got, part);
+    if (phase_ == Phase::tcp) {
+      const ssize_t n = kernel_recv(fd, part, parts, flags);
+      if (n < 0) return got ? ssize_t(got) : n;
+      return ssize_t(got) + n;
+    }
+    if (phase_ == Phase::broken) return got ? ssize_t(got) : -ECONNRESET;
+    const uint64_t due = tcp_bytes_due();
+    if (due > 0) {
+      // Bytes the peer sent on TCP before its switch (or while it has not switched).
+      iovec tcp_part[1024];
+      const int tp = iov_window(part, parts, 0, std::min<uint64_t>(due, total - got), tcp_part);
+      const ssize_t n = kernel_recv(fd, tcp_part, tp, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+      if (n > 0) {
+        if (!peek) tcp_received_ += uint64_t(n);
+        got += size_t(n);
+        if (!waitall || got == total) return ssize_t(got);
+        continue;
+      }
+      if (n == 0) return ssize_t(got);  // TCP end of stream: the peer closed before switching
+      if (n != -EAGAIN) return got ? ssize_t(got) : n;
+    } else if (read_shut_ && handoff_in_.readable(rx_) == 0) {
+      return ssize_t(got);  // shutdown(SHUT_RD): end of stream once nothing is waiting
+    } else {
+      const size_t n = handoff_in_.read(rx_, part, parts, total - got, peek);
+      if (n > 0) {
+        if (!peek) (void)notifier_.space_freed();
+        got += n;
+        if (!waitall || got == total) return ssize_t(got);
+        continue;
+      }
+      if (rx_.corrupt()) {
+        phase_ = Phase::broken;
+        return got ? ssize_t(got) : -ECONNRESET;
+      }
+      if (rx_.eof()) return ssize_t(got);
+      // Empty, no FIN: a peer that died has no FIN on the ring, but the kernel closed its
+      // TCP socket, which we see as end of stream or a reset.
+      const ssize_t t = tcp_peek(fd);
+      if (t == 0) return ssize_t(got);
+      if (t > 0) {  // TCP bytes after the switch: not our protocol
+        phase_ = Phase::broken;
+        return got ? ssize_t(got) : -ECONNRESET;
+      }
+      if (t != -EAGAIN) return got ? ssize_t(got) : t;
+    }
+    if (nonblocking(fd, flags)) return got ? ssize_t(got) : -EAGAIN;
+    if (!deadline_known) {
+      has_deadline = socket_deadline(fd, SO_RCVTIMEO, deadline);
+      deadline_known = true;
+    }
+    if (int w = wait(fd, true, has_deadline, deadline); w < 0)
+      return got ? ssize_t(got) : (w == -EAGAIN ? -EAGAIN : w);
+  }
+}
+
+ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
+  std::lock_guard lock(send_lock_);
+  check_peer_cheap();
+  if (phase_ == Phase::tcp || phase_ == Phase::awaiting_peer) {
+    // Not switched (yet): the kernel carries this end's bytes, and counts them.
+    const ssize_t n = kernel_send(fd, iov, iovcnt, flags | MSG_NOSIGNAL);
+    if (n > 0) tcp_sent_ += uint64_t(n);
+    return n;
+  }
+  if (phase_ == Phase::broken) return -ECONNRESET;
+  if (write_shut_ || tx_.read_closed()) return -EPIPE;
+  if (!tx_switched_) {
+    tx_control_.set_switch_offset(tcp_sent_);
+    tx_switched_ = true;
+  }
+  const size_t total = iov_total(iov, iovcnt);
+  size_t sent = 0;
+  bool has_deadline = false, deadline_known = false, nb_known = false, nb = false;
+  int64_t deadline = 0;
+  int index = 0;
+  size_t offset = 0;  // into iov[index]
+  while (sent < total) {
+    while (index < iovcnt && offset == iov[index].iov_len) {
+      ++index;
+      offset = 0;
+    }
+    const char* base = static_cast<const char*>(iov[index].iov_base) + offset;
+    const size_t rest_of_element = iov[index].iov_len - offset;
+    // A large element of a blocking send goes by handoff: the peer copies it straight from
+    // this buffer, and this call returns once it has (shm_handoff.hpp).
+    if (rest_of_element >= options_.handoff_threshold && !handoff_out_.refused()) {
+      if (!nb_known) {
+        nb = nonblocking(fd, flags);
+        nb_known = true;
+      }
+      if (!nb && handoff_out_.post(tx_, base, rest_of_element)) {
+        (void)notifier_.data_published();
+        int w = 0;
+        while (!handoff_out_.done()) {
+          if (!deadline_known) {
+            has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
+            deadline_known = true;
+          }
+          if ((w = wait(fd, false, has_deadline, deadline)) < 0) break;
+          if (dead_peer(fd)) break;
+        }
+        const size_t taken = handoff_out_.finish();
+        if (handoff_out_.corrupt()) phase_ = Phase::broken;
+        sent += taken;
+        offset += taken;
+        if (taken < rest_of_element && (w < 0 || phase_ == Phase::broken || dead_peer(fd))) {
+          if (sent) return ssize_t(sent);
+          return w < 0 ? w : -EPIPE;
+        }
+        continue;  // the rest (if any) goes through the ring
+      }
+    }
+    iovec part[1024];
+    const int parts = iov_window(iov + index, std::min(iovcnt - index, 1024), offset,
+                                 total - sent, part);
+    const size_t n = tx_.write(part, parts, total - sent);
+    if (n > 0) {
+      (void)notifier_.data_published();
+      sent += n;
+      size_t advance = n;
+      while (advance > 0) {
+        const size_t step = std::min(advance, iov[index].iov_len - offset);
+        offset += step;
+        advance -= step;
+        if (offset == iov[index].iov_len && advance > 0) {
+          ++index;
+          offset = 0;
+        }
+      }
+      continue;
+    }
+    if (tx_.corrupt()) {
+      phase_ = Phase::broken;
+      return sent ? ssize_t(sent) : -ECONNRESET;
+    }
+    if (tx_.read_closed() || dead_peer(fd)) return sent ? ssize_t(sent) : -EPIPE;
+    if (!nb_known) {
+      nb = nonblocking(fd, flags);
+      nb_known = true;
+    }
+    if (nb) return sent ? ssize_t(sent) : -EAGAIN;
+    if (!deadline_known) {
+      has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
+      deadline_known = true;
+    }
+    if (int w = wait(fd, false, has_deadline, deadline); w < 0) return sent ? ssize_t(sent) : w;
+  }
+  return ssize_t(sent);
+}
+
+bool Conn::dead_peer(int fd) {
+  // The peer's process is gone when its TCP socket closed: end of stream or a reset.
+  const ssize_t t = tcp_peek(fd);
+  return t == 0 || (t < 0 && t != -EAGAIN);
+}
+
+long Conn::bytes_readable(int fd) {
+  check_peer_cheap();
+  if (phase_ == Phase::tcp || tcp_bytes_due() > 0) {
+    int n = 0;
+    return real().ioctl(fd, FIONREAD, &n) == 0 ? n : -errno;
+  }
+  if (phase_ == Phase::broken) return -ECONNRESET;
+  return long(std::min<size_t>(handoff_in_.readable(rx_), INT_MAX));
+}
+
+short Conn::poll_now(int fd, short events) {
+  check_peer_cheap();
+  if (phase_ == Phase::tcp) {
+    pollfd p{fd, events, 0};
+    return real().poll(&p, 1, 0) > 0 ? p.revents : 0;
+  }
+  if (phase_ == Phase::broken) return short(POLLERR | POLLHUP | (events & (POLLIN | POLLOUT)));
+  short rev = 0;
+  if (events & (POLLIN | POLLRDHUP)) {
+    const bool ring_turn = tcp_bytes_due() == 0;
+    const bool fin = ring_turn && rx_.fin();
+    if (ring_turn && (fin || handoff_in_.readable(rx_) > 0 || rx_.corrupt())) {
+      rev |= POLLIN;
+      if (fin) rev |= POLLRDHUP;
+    } else {
+      // TCP: bytes before the switch, or the end of a peer that died.
+      pollfd p{fd, short(POLLIN | POLLRDHUP), 0};
+      if (real().poll(&p, 1, 0) > 0) rev |= short(p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR));
+    }
+  }
+  if (events & POLLOUT) {
+    if (phase_ == Phase::awaiting_peer) {
+      pollfd p{fd, POLLOUT, 0};
+      if (real().poll(&p, 1, 0) > 0) rev |= short(p.revents & (POLLOUT | POLLERR | POLLHUP));
+    } else if (write_shut_ || tx_.read_closed() ||
+               tx_.writable() * 4 >= tx_.window()) {  // TCP's low-water mark, roughly
+      rev |= POLLOUT;
+    }
+  }
+  return short(rev & (events | POLLERR | POLLHUP));
+}
+
+int Conn::wait_fds(int fd, short events, pollfd* out) {
+  int n = 0;
+  if (phase_ == Phase::tcp || phase_ == Phase::broken) {
+    out[n++] = pollfd{fd, events, 0};
+    return n;
+  }
+  if (events & (POLLIN | POLLRDHUP)) notifier_.arm_for_data();
+  if (events & POLLOUT) notifier_.arm_for_space();
+  out[n++] = pollfd{own_bell_, POLLIN, 0};
+  short tcp_events = POLLIN | POLLRDHUP;
+  if (phase_ == Phase::awaiting_peer) tcp_events |= short(events & POLLOUT);
+  out[n++] = pollfd{fd, tcp_events, 0};
+  if (phase_ == Phase::awaiting_peer && dialer_.fd() >= 0) out[n++] = pollfd{dialer_.fd(), POLLIN, 0};
+  return n;
+}
+
+void Conn::after_wait() {
+  if (phase_ == Phase::active || phase_ == Phase::awaiting_peer) (void)notifier_.drain();
+}
+
+int Conn::shutdown(int fd, int how) {
+  // The kernel's state stays authoritative (ENOTCONN, EINVAL), and a peer that never
+  // switched sees the TCP half-close.
+  if (real().shutdown(fd, how) != 0) return -errno;
+  if (how == SHUT_WR || how == SHUT_RDWR) {
+    std::lock_guard lock(send_lock_);
+    if (phase_ == Phase::active) {
+      if (!tx_switched_) {
+        tx_control_.set_switch_offset(tcp_sent_);
+        tx_switched_ = true;
+      }
+      tx_.close_write();
+      (void)notifier_.data_published();
+    }
+    write_shut_ = true;
+  }
+  if (how == SHUT_RD || how == SHUT_RDWR) read_shut_ = true;
+  return 0;
+}
+
+void Conn::close() {
+  if (phase_ == Phase::active) {
+    // FIN after every byte already in the ring (the peer still reads them: the segment
+    // lives while it is mapped), and nothing more will be read from the peer.
+    if (!tx_switched_) {
+      tx_control_.set_switch_offset(tcp_sent_);
+      tx_switched_ = true;
+    }
+    tx_.close_write();
+    rx_.close_read();
+    (void)notifier_.data_published();
+    (void)notifier_.space_freed();
+  }
+  dialer_.close();
+}
+
+}  // namespace fastsock::shm

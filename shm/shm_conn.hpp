@@ -1,0 +1,127 @@
+// One connection carried (or about to be carried) by shared memory: the state of the switch
+// protocol of design §3 for both directions, and the TCP-compatible send/recv over it.
+//
+// Life of a connection, connector side (side 0):
+//   prepare()  before the SYN: the listener's rendezvous record is dialled (shm_rendezvous)
+//   start_connector()  after connect(): segment and eventfd created, hello sent; phase
+//              `awaiting_peer`. Until the acceptor confirms, this end sends on TCP.
+//   The acceptor confirms by publishing its own switch offset in the segment (after its
+//   reply, which carries its eventfd, is already queued); the connector notices that with
+//   one load on its next call, collects the reply, and becomes `active`.
+// Acceptor side (side 1): start_acceptor() at accept(): attaches the segment from the
+//   connector's hello, replies with its eventfd, publishes switch offset 0 (it has sent
+//   nothing on TCP yet) and is `active` at once.
+// In `active`, each end's first send on shm publishes how many bytes it had sent on TCP
+// (its switch offset); each end's receiver reads TCP up to the peer's switch offset, then the
+// ring. No byte is ever added to the TCP stream, so a peer without fastsock sees plain TCP.
+//
+// If the peer rejects, vanishes, or never answers, the connection is `tcp`: every call
+// goes to the kernel socket, exactly as without the library.
+#pragma once
+
+#include <poll.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <atomic>
+#include <mutex>
+
+#include "shm_control.hpp"
+#include "shm_handoff.hpp"
+#include "shm_notify.hpp"
+#include "shm_rendezvous.hpp"
+#include "shm_ring.hpp"
+#include "shm_segment.hpp"
+#include "stats_layout.hpp"
+
+namespace fastsock::shm {
+
+struct ConnOptions {
+  Limits limits;
+  size_t handoff_threshold;  // messages of at least this many bytes go by handoff
+  uint32_t spin_us;          // busy-wait budget before sleeping
+};
+
+class Conn {
+ public:
+  enum class Phase : uint8_t {
+    dialled,        // connector: the record answered; the TCP connect comes next
+    awaiting_peer,  // connector: hello sent, the acceptor has not confirmed yet
+    active,         // both ends attached
+    tcp,            // stays on TCP (the reason is in the stats slot)
+    broken,         // the peer broke the protocol or the segment: ECONNRESET from now on
+  };
+
+  explicit Conn(const ConnOptions& options) : options_(options) {}
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+  ~Conn();
+
+  // Connector, before the TCP connect. 0, or -errno with `why`.
+  int prepare(const sockaddr* dst, socklen_t len, const char** why);
+  // Connector, after the TCP connect of `fd` started. 0, or -errno with `why` (then the
+  // connection stays on TCP).
+  int start_connector(int fd, const char** why);
+  // Acceptor, with the connector's handshake found by the listener. 0 or -errno + `why`.
+  int start_acceptor(Handshake& handshake, const char** why);
+
+  Phase phase() const { return phase_; }
+  // Set when the phase changed to `tcp` after attach: why (for the stats slot).
+  const char* fallback_reason() const { return fallback_reason_; }
+
+  ssize_t send(int fd, const iovec* iov, int iovcnt, int flags);
+  ssize_t recv(int fd, const iovec* iov, int iovcnt, int flags);
+  long bytes_readable(int fd);
+  short poll_now(int fd, short events);
+  int wait_fds(int fd, short events, pollfd* out);
+  void after_wait();
+  int shutdown(int fd, int how);
+  // The last descriptor closes: FIN on shm for the peer, after every byte already sent.
+  void close();
+
+ private:
+  bool connector() const { return side_ == 0; }
+  // Connector: collects the acceptor's reply once it has confirmed (or failed). Returns
+  // true when the phase changed.
+  bool check_peer();
+  void check_peer_cheap();
+  void fall_back(const char* why);
+  // Bytes the peer still sends on TCP before its switch, or UINT64_MAX while unknown.
+  uint64_t tcp_bytes_due();
+  bool ready_for(bool data);
+  bool dead_peer(int fd);
+  // Sleeps until the ring has data / room (`for_data`) or the TCP socket changes, within
+  // the spin budget first and SO_RCVTIMEO/SO_SNDTIMEO. 0, -EAGAIN (timeout), -EINTR.
+  int wait(int fd, bool for_data, bool deadline_set, int64_t deadline_ns);
+  // The kernel socket's view: 0 = EOF, >0 = data waiting, -EAGAIN = nothing, other -errno.
+  ssize_t tcp_peek(int fd);
+
+  ConnOptions options_;
+  std::atomic<Phase> phase_{Phase::tcp};
+  int side_ = 0;
+  const char* fallback_reason_ = nullptr;
+
+  Dialer dialer_;
+  Segment segment_;
+  RingProducer tx_;
+  RingConsumer rx_;
+  HandoffSender handoff_out_;
+  HandoffReceiver handoff_in_;
+  Notifier notifier_;
+  Control tx_control_, rx_control_;
+  int own_bell_ = -1;
+  int peer_bell_ = -1;
+
+  std::mutex send_lock_, recv_lock_;  // threads of this process sharing the connection
+  std::mutex peer_lock_;              // the connector's collection of the acceptor's reply
+  char reason_[112] = {};
+  uint64_t tcp_sent_ = 0;             // bytes this end sent on TCP before switching
+  uint64_t tcp_received_ = 0;         // bytes received on TCP from the peer
+  bool tx_switched_ = false;
+  bool write_shut_ = false;
+  bool read_shut_ = false;
+  unsigned calls_since_check_ = 0;
+};
+
+}  // namespace fastsock::shm

@@ -1,0 +1,207 @@
+// The shm link of the failover chain: the Transport interface over shm::Conn (one per
+// connection, in Socket::link_state) and shm::Listener (one per listening socket, in
+// Socket::listen_state). Registered as `shm`, ranked first.
+#include <netinet/in.h>
+#include <sys/mman.h>
+
+#include <cstdio>
+#include <new>
+
+#include "config_load.hpp"
+#include "log.hpp"
+#include "real.hpp"
+#include "shm_conn.hpp"
+#include "shm_rendezvous.hpp"
+#include "shm_sys.hpp"
+#include "socket.hpp"
+#include "transport.hpp"
+
+namespace fastsock {
+
+namespace {
+
+constexpr int kShm = int(TransportId::shm);
+
+// Measured with bench/shm_ring_bench (docs/benchmarks.md): below this, copying through the
+// ring is faster than the peer's process_vm_readv of the sender's buffer.
+constexpr size_t kHandoffThreshold = 256 * 1024;
+
+// Why the last prepare_connect of this thread found no partner (read by attach, which runs
+// in the same connect() call).
+thread_local const char* t_prepare_why = nullptr;
+
+shm::ConnOptions conn_options() {
+  return shm::ConnOptions{shm::Limits{}, kHandoffThreshold, config().spin_us};
+}
+
+shm::Conn& conn(Socket& s) { return *static_cast<shm::Conn*>(s.link_state); }
+
+bool is_wildcard_v6(const stats::Endpoint& ep) {
+  if (ep.family != AF_INET6) return false;
+  for (uint8_t b : ep.addr)
+    if (b) return false;
+  return true;
+}
+
+class ShmTransport final : public Transport {
+ public:
+  TransportId id() const noexcept override { return TransportId::shm; }
+
+  int on_listen(Socket& s) noexcept override {
+    auto* listener = new (std::nothrow) shm::Listener;
+    if (!listener) return -ENOMEM;
+    shm::Listener::Options options;
+    if (is_wildcard_v6(s.slot->local)) {
+      int v6only = 0;
+      socklen_t len = sizeof v6only;
+      (void)real().getsockopt(s.slot->fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &len);
+      options.v6only = v6only != 0;
+    }
+    const char* why = "";
+    if (int rc = listener->open(s.slot->local, options, &why); rc < 0) {
+      // (e.g. a second SO_REUSEPORT listener on the same port: its connections stay on TCP)
+      LOG_DEBUG("fd=%d shm: no rendezvous record for this listener: %s", s.slot->fd, why);
+      delete listener;
+      return rc;
+    }
+    s.listen_state[kShm] = listener;
+    return 0;
+  }
+
+  void close_listener(Socket& s) noexcept override {
+    delete static_cast<shm::Listener*>(s.listen_state[kShm]);
+    s.listen_state[kShm] = nullptr;
+  }
+
+  void prepare_connect(Socket& s, const sockaddr* dst, socklen_t len) noexcept override {
+    release(s);
+    t_prepare_why = "no fastsock listener";
+    auto* c = new (std::nothrow) shm::Conn(conn_options());
+    if (!c) {
+      t_prepare_why = "out of memory";
+      return;
+    }
+    const char* why = "no fastsock listener";
+    if (c->prepare(dst, len, &why) < 0) {
+      t_prepare_why = why;
+      delete c;
+      return;
+    }
+    // Owned from here: detach() releases it even if the connect fails.
+    s.link_state = c;
+    s.link = this;
+  }
+
+  int attach(Socket& s, Side side, Socket* listener, char* why, size_t why_len) noexcept override {
+    const char* reason = "";
+    int rc;
+    if (side == Side::client) {
+      if (!s.link_state) {
+        snprintf(why, why_len, "%s", t_prepare_why ? t_prepare_why : "no fastsock listener");
+        return -ECONNREFUSED;
+      }
+      rc = conn(s).start_connector(s.slot->fd, &reason);
+    } else {
+      auto* l = listener ? static_cast<shm::Listener*>(listener->listen_state[kShm]) : nullptr;
+      if (!l) {
+        snprintf(why, why_len, "the listener has no rendezvous record");
+        return -ENOENT;
+      }
+      shm::MatchResult match = l->match(s.slot->peer);
+      if (match.status != shm::MatchStatus::matched) {
+        snprintf(why, why_len, "%s", match.why ? match.why : "peer does not run fastsock");
+        return match.error ? match.error : -ENOENT;
+      }
+      auto* c = new (std::nothrow) shm::Conn(conn_options());
+      if (!c) {
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+      }
+      s.link_state = c;
+      rc = c->start_acceptor(match.handshake, &reason);
+    }
+    if (rc < 0) {
+      snprintf(why, why_len, "%s", reason);
+      release(s);
+    }
+    return rc;
+  }
+
+  bool kernel_carries_data() const noexcept override { return false; }
+
+  ssize_t send(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) override {
+    const ssize_t rc = conn(s).send(fd, iov, iovcnt, flags);
+    note_fallback(s);
+    return rc;
+  }
+  ssize_t recv(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) override {
+    const ssize_t rc = conn(s).recv(fd, iov, iovcnt, flags);
+    note_fallback(s);
+    return rc;
+  }
+  long bytes_readable(Socket& s, int fd) noexcept override { return conn(s).bytes_readable(fd); }
+  short poll_now(Socket& s, int fd, short events) noexcept override {
+    const short rev = conn(s).poll_now(fd, events);
+    note_fallback(s);
+    return rev;
+  }
+  int wait_fds(Socket& s, int fd, short events, pollfd* out) noexcept override {
+    return conn(s).wait_fds(fd, events, out);
+  }
+  void disarm(Socket& s) noexcept override { conn(s).after_wait(); }
+  int shutdown(Socket& s, int fd, int how) noexcept override { return conn(s).shutdown(fd, how); }
+  void detach(Socket& s) noexcept override {
+    if (s.link_state) conn(s).close();
+    release(s);
+  }
+
+ private:
+  static void release(Socket& s) noexcept {
+    delete static_cast<shm::Conn*>(s.link_state);
+    s.link_state = nullptr;
+  }
+
+  // A connection that fell back to TCP after attaching (the acceptor rejected it or never
+  // answered) says so in its stats slot, with the reason.
+  static void note_fallback(Socket& s) noexcept {
+    if (s.slot->transport != uint8_t(TransportId::shm)) return;
+    const shm::Conn::Phase phase = conn(s).phase();
+    if (phase != shm::Conn::Phase::tcp && phase != shm::Conn::Phase::broken) return;
+    s.slot->transport = uint8_t(TransportId::tcp);
+    snprintf(s.slot->reason, sizeof s.slot->reason, "shm: %s",
+             phase == shm::Conn::Phase::broken ? "the peer broke the shm protocol"
+                                               : conn(s).fallback_reason());
+    LOG_DEBUG("fd=%d falls back to tcp (%s)", s.slot->fd, s.slot->reason);
+  }
+};
+
+Probe probe_shm() noexcept {
+  // memfd_create is what every connection needs first; a kernel or seccomp policy without
+  // it leaves shm unusable on this host.
+  static const Probe probe = [] {
+    Probe p;
+    const int fd = memfd_create("fastsock-probe", MFD_CLOEXEC);
+    if (fd < 0) {
+      snprintf(p.reason, sizeof p.reason, "memfd_create fails here: %s", strerrordesc_np(errno));
+      return p;
+    }
+    shm::sys::close(fd);
+    p.available = true;
+    snprintf(p.reason, sizeof p.reason, "same-host connections between processes under fastsock");
+    return p;
+  }();
+  return probe;
+}
+
+Transport& shm_instance() noexcept {
+  static ShmTransport instance;
+  return instance;
+}
+
+constexpr TransportEntry kEntry{TransportId::shm, 0, probe_shm, shm_instance};
+
+}  // namespace
+
+const TransportEntry& shm_transport_entry() noexcept { return kEntry; }
+
+}  // namespace fastsock
