@@ -102,14 +102,15 @@ static_assert(sizeof(ControlLine) == 64);
 //   bits  8..23  sequence number of the post (16 bits, wraps)
 //   bits 24..63  progress: bytes the consumer has copied (40 bits)
 // The other fields are written by the producer before it publishes ctl = posted (release)
-// and are not changed while the post is outstanding.
+// and are not changed while the post is outstanding; the consumer reads them seqlock-style
+// (ctl, fields, acquire fence, ctl again) because a late reader may meet the next post's.
 struct alignas(64) HandoffSlot {
   std::atomic<uint64_t> ctl;
-  int32_t pid;           // the producer's process (process_vm_readv target)
+  std::atomic<int32_t> pid;        // the producer's process (process_vm_readv target)
   uint32_t reserved0;
-  uint64_t address;      // start of the producer's buffer, in its address space
-  uint64_t length;       // bytes, 1 .. kMaxHandoffLength
-  uint64_t position;     // ring tail when posted: the bytes follow ring byte `position - 1`
+  std::atomic<uint64_t> address;   // start of the producer's buffer, in its address space
+  std::atomic<uint64_t> length;    // bytes, 1 .. kMaxHandoffLength
+  std::atomic<uint64_t> position;  // ring tail when posted: the bytes follow ring byte position - 1
   uint64_t reserved1[3];
 };
 static_assert(offsetof(HandoffSlot, ctl) == 0);
@@ -162,6 +163,7 @@ static_assert(sizeof(Layout) <= kHeaderBytes);
 // The atomics must be plain memory words, identical in both processes.
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<int32_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint64_t>) == 8 && sizeof(std::atomic<uint32_t>) == 4);
 
 }  // namespace fastsock::shm
