@@ -1,0 +1,71 @@
+// The fields of one direction that the switch and downgrade protocols use (design §3).
+// The protocol itself lives in src/; these are plain accessors with the ordering each needs.
+//
+// - switch_offset (producer line): how many bytes the producer sent on TCP before its first
+//   shm byte. The producer sets it once, before its first ring write or handoff post; the
+//   consumer reads TCP up to that offset, then the ring. kNoSwitchOffset until set.
+// - consumed (consumer line, maintained by RingConsumer/HandoffReceiver): stream bytes the
+//   consumer took from shm. Stream offset consumed = switch_offset + consumed, which is where
+//   a downgrade resumes on TCP.
+// - state (control line): active / downgrade requested / dead, written by either end.
+// - lock words, one per role, reserved for processes that share one end after fork.
+//
+// Every value read here comes from the peer and is untrusted: the getters validate what
+// can be validated and the caller treats a failed check as a broken connection.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "shm_segment.hpp"
+
+namespace fastsock::shm {
+
+class Control {
+ public:
+  Control() = default;
+  // Direction `dir` of a segment that must outlive this object.
+  Control(const Segment& segment, int dir) : dir_(&segment.layout()->dir[dir & 1]) {}
+
+  // Producer: publishes the switch offset (release). Call once, before the first shm byte.
+  void set_switch_offset(uint64_t tcp_bytes) {
+    dir_->producer.switch_offset.store(tcp_bytes, std::memory_order_release);
+  }
+  // Consumer: false while the producer has not switched (the sentinel).
+  bool switch_offset(uint64_t& tcp_bytes) const {
+    tcp_bytes = dir_->producer.switch_offset.load(std::memory_order_acquire);
+    return tcp_bytes != kNoSwitchOffset;
+  }
+
+  // Producer: how many shm bytes the consumer says it consumed; false (value unusable) if
+  // it claims more than `produced`, the shm bytes the producer has sent in all (ring
+  // bytes written plus handoff bytes delivered).
+  bool peer_consumed(uint64_t produced, uint64_t& consumed) const {
+    consumed = dir_->consumer.consumed.load(std::memory_order_acquire);
+    return consumed <= produced;
+  }
+
+  // Either end. An unknown value reads as `dead`.
+  DirectionState state() const {
+    uint32_t v = dir_->control.state.load(std::memory_order_acquire);
+    return v <= kMaxDirectionState ? DirectionState(v) : DirectionState::dead;
+  }
+  void set_state(DirectionState s) {
+    dir_->control.state.store(uint32_t(s), std::memory_order_release);
+  }
+  // active -> downgrade_requested; false if the direction was not active.
+  bool request_downgrade() {
+    uint32_t expected = uint32_t(DirectionState::active);
+    return dir_->control.state.compare_exchange_strong(
+        expected, uint32_t(DirectionState::downgrade_requested), std::memory_order_acq_rel);
+  }
+
+  // Reserved for the fork work: one lock word per role of this direction, 0 when unlocked.
+  std::atomic<uint32_t>& producer_lock() const { return dir_->producer.lock; }
+  std::atomic<uint32_t>& consumer_lock() const { return dir_->consumer.lock; }
+
+ private:
+  Direction* dir_ = nullptr;
+};
+
+}  // namespace fastsock::shm

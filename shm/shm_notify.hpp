@@ -1,0 +1,77 @@
+// Wake-ups between the two ends of a segment, with no system call on the fast path.
+//
+// Each side sleeps on its own eventfd (created by the caller, non-blocking; the caller
+// also polls it together with the TCP socket) and signals the peer's. A side that is about
+// to sleep arms a flag in its SideLine; a producer that published bytes, or a consumer that
+// freed space, signals the peer's eventfd only if the peer armed the matching flag, and only
+// once until the peer drains it (`pending`). So a connection that never waits never makes a
+// notification system call, and a stream of publishes to a sleeping peer makes one.
+//
+// The waiter's protocol (the caller implements the loop; spin first if it likes):
+//
+//   for (;;) {
+//     if (ring has what I need) break;
+//     n.arm_for_data();              // seq_cst: ordered before the re-check
+//     if (ring has what I need) break;  // re-check: closes the race with the producer
+//     poll({n.fd(), tcp fd}, timeout);
+//     n.drain();                     // before the next check
+//   }
+//
+// The publisher calls data_published() after RingProducer::write (or space_freed() after
+// RingConsumer::read); it issues a seq_cst fence, then loads the peer's flag. Either the
+// waiter's re-check sees the bytes, or the publisher sees the flag: a wake-up is never lost.
+//
+// Arm modes: `once` clears itself when a signal is sent (a blocking call arms it each time
+// before it sleeps); `persistent` stays set until disarmed, for an fd in an epoll set that
+// must become readable whenever bytes arrive. Every publish to a persistently armed peer
+// signals, except while an earlier signal is still pending (not drained).
+//
+// The flags and `pending` are shared and untrusted: a peer that scribbles them can only make
+// us send it more signals (at most one eventfd write per publish) or none, i.e. slow down or
+// stall its own connection. The eventfds are read and written with raw system calls
+// (shm_sys.hpp), never through the library's hooks.
+#pragma once
+
+#include <cstdint>
+
+#include "shm_segment.hpp"
+
+namespace fastsock::shm {
+
+enum class ArmMode : uint32_t { once = kArmOnce, persistent = kArmPersistent };
+
+class Notifier {
+ public:
+  Notifier() = default;
+  // `side` is this end (0 connector, 1 acceptor). own_eventfd is the one this side sleeps
+  // on; it is made non-blocking if it is not. Neither fd is owned (the caller closes them).
+  Notifier(const Segment& segment, int side, int own_eventfd, int peer_eventfd);
+
+  // Waiting side.
+  void arm_for_data(ArmMode mode = ArmMode::once);
+  void arm_for_space(ArmMode mode = ArmMode::once);
+  void disarm_data();
+  void disarm_space();
+  // Consumes the signals on the own eventfd (non-blocking read) and clears `pending`;
+  // returns how many signals were counted (0 if none).
+  uint64_t drain();
+  int fd() const { return own_fd_; }
+
+  // Publishing side. Return whether the peer's eventfd was written.
+  bool data_published();  // after bytes were written to direction `side`
+  bool space_freed();     // after bytes were consumed from direction 1 - side
+
+  // Eventfd writes issued by this end (for stats and tests).
+  uint64_t signals_sent() const { return signals_sent_; }
+
+ private:
+  bool signal_if_armed(std::atomic<uint32_t>& flag);
+
+  SideLine* own_ = nullptr;
+  SideLine* peer_ = nullptr;
+  int own_fd_ = -1;
+  int peer_fd_ = -1;
+  uint64_t signals_sent_ = 0;
+};
+
+}  // namespace fastsock::shm

@@ -1,0 +1,123 @@
+// The byte ring of one direction: single producer, single consumer, in a Segment.
+//
+// Direction d carries the bytes side d sends (side 0 = connector, 1 = acceptor): side d
+// holds the RingProducer of direction d and the RingConsumer of direction 1 - d.
+//
+// Protocol (docs/shm.md):
+// - `tail` (producer line) and `head` (consumer line) count bytes ever written and consumed,
+//   as 64-bit numbers that never wrap in practice; a byte's place in the ring is its counter
+//   modulo the current window (a power of two). tail - head is the fill level, <= window.
+// - Each end keeps its own counter privately and only publishes it: the producer never
+//   re-reads `tail`, the consumer never re-reads `head`. The only shared values an end
+//   reads are the other end's counter, the window (consumer) and the flags.
+// - Memory ordering: the producer copies the bytes, then stores `tail` with release; the
+//   consumer loads `tail` with acquire, then reads the bytes. Symmetrically the consumer
+//   stores `head` with release after it has copied bytes out, and the producer loads it with
+//   acquire before overwriting that space. `fin` is stored with release after the last
+//   `tail` store, so a consumer that loads `fin` (acquire) before `tail` sees the final tail.
+// - The window grows (doubles, up to max_window) only at a moment when the producer sees
+//   the ring empty (head == tail), and only for a connection that streams: after a write
+//   found the ring full, or a write larger than the window. It never shrinks. The window is
+//   stored before the `tail` release that publishes the first byte placed with it.
+// - Untrusted values: a counter moving backwards, a fill level above the window, a window
+//   that is not a power of two in [kMinWindow, max_window], or a window change while the
+//   ring was not empty puts the end in a sticky corrupt() state: every call then returns 0
+//   and the caller tears the connection down. No access ever leaves the ring's max_window
+//   bytes, whatever the shared memory holds.
+//
+// No call blocks, loops on shared values or makes a system call except write() when the
+// window grows (madvise to prefault the new pages).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shm_segment.hpp"
+
+namespace fastsock::shm {
+
+class RingProducer {
+ public:
+  RingProducer() = default;
+  // The producer end of direction `dir` (0 or 1) of an attached or created segment, which
+  // must outlive this object. Reads the current tail and window once (validated).
+  RingProducer(const Segment& segment, int dir);
+
+  // Copies up to `max` bytes gathered from iov into the ring; returns the number copied,
+  // 0 when the ring is full (or after close_write, or when corrupt). Never blocks.
+  size_t write(const iovec* iov, int iovcnt, size_t max);
+  // Free bytes in the current window (0 when corrupt).
+  size_t writable();
+  // FIN: the consumer sees end-of-stream after the bytes written so far.
+  void close_write();
+  // The consumer has called close_read(): further bytes will never be read.
+  bool read_closed() const;
+  bool corrupt() const { return corrupt_; }
+
+  uint32_t window() const { return window_; }
+  // Ring bytes written so far (the private tail).
+  uint64_t written() const { return tail_; }
+
+ private:
+  bool load_head(uint64_t& head);
+  void maybe_grow(size_t want);
+
+  const Segment* segment_ = nullptr;
+  ProducerLine* producer_ = nullptr;
+  const ConsumerLine* consumer_ = nullptr;
+  unsigned char* data_ = nullptr;
+  int dir_ = 0;
+  uint32_t max_window_ = 0;
+  uint32_t window_ = 0;
+  uint64_t tail_ = 0;
+  bool grow_wanted_ = false;
+  bool closed_ = false;
+  bool corrupt_ = true;  // a default-constructed end is unusable
+};
+
+class RingConsumer {
+ public:
+  RingConsumer() = default;
+  // The consumer end of direction `dir` of a segment that must outlive this object.
+  RingConsumer(const Segment& segment, int dir);
+
+  // Copies up to `max` bytes into iov (scatter) and returns the number copied; with `peek`
+  // the bytes stay in the ring. 0 when empty (see eof()) or corrupt.
+  size_t read(const iovec* iov, int iovcnt, size_t max, bool peek);
+  // Bytes available now (0 when corrupt).
+  size_t readable();
+  // The producer has closed its end (FIN). Call it before readable() to conclude EOF:
+  // eof() does both in that order.
+  bool fin() const;
+  bool eof();
+  // Tell the producer nothing more will be read (shutdown(SHUT_RD), close).
+  void close_read();
+  bool corrupt() const { return corrupt_; }
+
+  // Ring bytes consumed so far (the private head).
+  uint64_t head() const { return head_; }
+  // Stream bytes consumed on shm in this direction: ring bytes plus handoff bytes. Published
+  // in the consumer line (`consumed`) for the downgrade protocol.
+  uint64_t consumed() const { return consumed_; }
+  // For the handoff receiver: count `n` bytes it delivered outside the ring.
+  void add_consumed(uint64_t n);
+  // Marks the end corrupt (the handoff receiver found the direction inconsistent).
+  void set_corrupt() { corrupt_ = true; }
+  // Validated tail as of now (for the handoff receiver's position checks); false if corrupt.
+  bool load_tail(uint64_t& tail);
+
+ private:
+  const ProducerLine* producer_ = nullptr;
+  ConsumerLine* consumer_ = nullptr;
+  const unsigned char* data_ = nullptr;
+  uint32_t max_window_ = 0;
+  uint32_t window_ = 0;
+  uint64_t head_ = 0;
+  uint64_t seen_tail_ = 0;  // last validated tail: a window change is legal only if head_ == it
+  uint64_t consumed_ = 0;
+  bool corrupt_ = true;
+};
+
+}  // namespace fastsock::shm

@@ -1,0 +1,154 @@
+// Notification: the peer's eventfd is written only when it armed the matching flag, once
+// per drain; a sleeping peer is never left asleep with bytes waiting (shm/shm_notify.hpp).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "shm_notify.hpp"
+#include "shm_ring.hpp"
+#include "shm_test_util.hpp"
+
+using namespace fastsock::shm;
+using shm_test::iov_of;
+
+namespace {
+
+// The eventfd's counter, read without blocking (0 when nothing was signalled).
+uint64_t take_count(int efd) {
+  uint64_t v = 0;
+  return read(efd, &v, sizeof v) == sizeof v ? v : 0;
+}
+
+struct Pair {
+  Segment seg;
+  int efd[2];
+  Notifier n[2];
+  Pair() {
+    REQUIRE(seg.create(Limits{}).ok());
+    efd[0] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    efd[1] = eventfd(0, EFD_CLOEXEC);  // blocking on purpose: the Notifier fixes it
+    REQUIRE(efd[0] >= 0);
+    REQUIRE(efd[1] >= 0);
+    n[0] = Notifier(seg, 0, efd[0], efd[1]);
+    n[1] = Notifier(seg, 1, efd[1], efd[0]);
+  }
+  ~Pair() {
+    close(efd[0]);
+    close(efd[1]);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("no signal unless the peer armed; once-armed signals exactly once") {
+  Pair p;
+  CHECK((fcntl(p.efd[1], F_GETFL) & O_NONBLOCK) != 0);
+  // Side 0 publishes data for side 1, which did not arm.
+  for (int i = 0; i < 100; ++i) CHECK_FALSE(p.n[0].data_published());
+  CHECK_FALSE(p.n[1].space_freed());
+  CHECK(take_count(p.efd[1]) == 0);
+  CHECK(take_count(p.efd[0]) == 0);
+  CHECK(p.n[0].signals_sent() == 0);
+
+  p.n[1].arm_for_data();
+  CHECK_FALSE(p.n[0].space_freed());  // side 1 waits for data, not space
+  CHECK(p.n[0].data_published());
+  CHECK_FALSE(p.n[0].data_published());  // the once flag cleared itself
+  CHECK(p.n[1].drain() == 1);
+  CHECK(take_count(p.efd[1]) == 0);
+  CHECK(p.n[0].signals_sent() == 1);
+
+  // Space: side 0 waits for room in direction 0; side 1 (its consumer) frees some.
+  p.n[0].arm_for_space();
+  CHECK_FALSE(p.n[1].data_published());
+  CHECK(p.n[1].space_freed());
+  CHECK(take_count(p.efd[0]) == 1);
+}
+
+TEST_CASE("an undrained signal is not repeated; drain re-enables it") {
+  Pair p;
+  p.n[1].arm_for_data();
+  CHECK(p.n[0].data_published());
+  p.n[1].arm_for_data();                   // re-armed without draining
+  CHECK_FALSE(p.n[0].data_published());    // still pending: no second write
+  CHECK(p.n[1].drain() == 1);
+  CHECK(p.n[1].drain() == 0);              // nothing left, and it did not block
+  p.n[1].arm_for_data();
+  CHECK(p.n[0].data_published());
+  CHECK(p.n[1].drain() == 1);
+}
+
+TEST_CASE("persistent arming signals after every drain until disarmed") {
+  Pair p;
+  p.n[1].arm_for_data(ArmMode::persistent);
+  CHECK(p.n[0].data_published());
+  CHECK_FALSE(p.n[0].data_published());  // pending
+  CHECK(p.n[1].drain() == 1);
+  CHECK(p.n[0].data_published());        // still armed
+  CHECK(p.n[1].drain() == 1);
+  p.n[1].disarm_data();
+  CHECK_FALSE(p.n[0].data_published());
+  CHECK(p.n[1].drain() == 0);
+}
+
+TEST_CASE("hostile flag values cost at most one signal per publish") {
+  Pair p;
+  SideLine& s1 = p.seg.layout()->side[1];
+  s1.arm_data.store(0xffffffffu);
+  for (int i = 0; i < 10; ++i) {
+    s1.pending.store(0);
+    CHECK(p.n[0].data_published());
+  }
+  CHECK(take_count(p.efd[1]) == 10);
+  s1.arm_data.store(0xfffffff0u);  // no known bit: no signal
+  s1.pending.store(0);
+  CHECK_FALSE(p.n[0].data_published());
+}
+
+TEST_CASE("two processes ping-pong sleeping on eventfds: no lost wake-up") {
+  Pair p;
+  constexpr int kRounds = 20000;
+  // Side 0 sends byte i and waits for side 1 to echo it; a waiting side arms, re-checks,
+  // then sleeps in poll() on its eventfd.
+  auto play = [&](int side) -> int {
+    RingProducer out(p.seg, side);
+    RingConsumer in(p.seg, 1 - side);
+    Notifier& n = p.n[side];
+    auto send = [&](unsigned char v) {
+      iovec io = iov_of(&v, 1);
+      if (out.write(&io, 1, 1) != 1) return false;
+      n.data_published();
+      return true;
+    };
+    auto receive = [&](unsigned char& v) {
+      iovec io = iov_of(&v, 1);
+      for (;;) {
+        if (in.read(&io, 1, 1, false) == 1) return true;
+        n.arm_for_data();
+        if (in.read(&io, 1, 1, false) == 1) return true;
+        pollfd pfd{n.fd(), POLLIN, 0};
+        // 5 s: only a lost wake-up could take that long.
+        if (poll(&pfd, 1, 5000) == 0) return false;
+        n.drain();
+      }
+    };
+    for (int i = 0; i < kRounds; ++i) {
+      unsigned char v = static_cast<unsigned char>(i), got = 0;
+      if (side == 0 && !send(v)) return 10;
+      if (!receive(got)) return 11;
+      if (got != v) return 12;
+      if (side == 1 && !send(v)) return 10;
+    }
+    return in.corrupt() || out.corrupt() ? 13 : 0;
+  };
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) _exit(play(1));
+  CHECK(play(0) == 0);
+  CHECK(shm_test::wait_child(pid) == 0);
+}
