@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <cstdio>
+#include <cstring>
 #include <new>
 
 #include "config_load.hpp"

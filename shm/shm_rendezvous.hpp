@@ -1,0 +1,222 @@
+// Rendezvous of the shm transport: how a connecting and an accepting process that both run
+// fastsock find each other and exchange descriptors, with no service thread, no wait on a
+// peer that does not run fastsock, and nothing left in /dev/shm (docs/shm-rendezvous.md).
+//
+//   acceptor                                   connector
+//   Listener::open(local)  (after listen)
+//                                              Dialer::dial(dst)          before the SYN
+//                                              TCP connect()
+//                                              Dialer::send_hello(local, fds)
+//   TCP accept() -> peer
+//   Listener::match(peer, budget) -> Handshake
+//   Handshake::accept(fds) / reject(reason)
+//                                              Dialer::poll_reply()       any time later
+//
+// Every function is noexcept, returns 0 / -errno or a status, and on failure points `why`
+// at a static sentence. libc calls go through fastsock::real().
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shm_rendezvous_wire.hpp"
+#include "stats_layout.hpp"
+
+namespace fastsock::shm {
+
+// Descriptors received from the peer, owned until taken; the rest close with the object.
+class PassedFds {
+ public:
+  PassedFds() noexcept = default;
+  PassedFds(PassedFds&& o) noexcept;
+  PassedFds& operator=(PassedFds&& o) noexcept;
+  PassedFds(const PassedFds&) = delete;
+  PassedFds& operator=(const PassedFds&) = delete;
+  ~PassedFds() { reset(); }
+
+  int count() const noexcept { return count_; }
+  // The i-th descriptor, still owned here (-1 if out of range or taken).
+  int get(int i) const noexcept { return i >= 0 && i < count_ ? fds_[i] : -1; }
+  // Transfers ownership of the i-th descriptor to the caller (-1 if out of range or taken).
+  int take(int i) noexcept;
+  void reset() noexcept;  // closes every descriptor still owned
+  // Adopts `n` descriptors (n <= kMaxPassedFds).
+  void adopt(const int* fds, int n) noexcept;
+
+ private:
+  int fds_[kMaxPassedFds] = {-1, -1, -1, -1};
+  int count_ = 0;
+};
+
+// Counters of one listener, for stats and tests. Every dialer that reached the record ends
+// in exactly one of matched / dropped_* / evicted / still in the table.
+struct ListenerCounters {
+  uint64_t matched = 0;            // match() found the dialer of the accepted connection
+  uint64_t not_fastsock = 0;       // match() decided the peer does not run fastsock
+  uint64_t budget_expired = 0;     // ... after waiting its whole budget for a silent dialer
+  uint64_t dropped_closed = 0;     // dialer closed (or reset) before being matched
+  uint64_t dropped_uid = 0;        // credentials of another uid, or pid != the hello's pid
+  uint64_t dropped_malformed = 0;  // hello or its control data refused
+  uint64_t evicted = 0;            // table full: the oldest unmatched dialer was dropped
+};
+
+// The acceptor's side of one matched connector. Owns the Unix connection to the dialer and
+// the descriptors its hello carried; destroying it unanswered makes the dialer see "gone".
+class Handshake {
+ public:
+  Handshake() noexcept = default;
+  Handshake(Handshake&& o) noexcept;
+  Handshake& operator=(Handshake&& o) noexcept;
+  Handshake(const Handshake&) = delete;
+  Handshake& operator=(const Handshake&) = delete;
+  ~Handshake() { close(); }
+
+  bool valid() const noexcept { return fd_ >= 0; }
+  const Hello& hello() const noexcept { return hello_; }
+  PassedFds& fds() noexcept { return fds_; }  // the connector's descriptors
+
+  // Answers the connector and closes the Unix connection (the reply stays readable by the
+  // dialer after that). accept() passes `count` (<= kMaxPassedFds) of the caller's
+  // descriptors, which the caller keeps. 0, or -errno with `why` (-EPIPE: the dialer is
+  // gone). Either way the Handshake is closed afterwards.
+  int accept(const int* fds, int count, const char** why) noexcept;
+  int reject(const char* reason, const char** why) noexcept;
+
+  void close() noexcept;
+
+ private:
+  friend class Listener;
+  int reply(bool accepted, const int* fds, int count, const char* reason,
+            const char** why) noexcept;
+  int fd_ = -1;
+  Hello hello_{};
+  PassedFds fds_;
+};
+
+enum class MatchStatus : uint8_t {
+  matched,       // `handshake` holds the connector
+  not_fastsock,  // the peer does not run fastsock (or its dialer could not be used)
+  error,         // `error` (-errno) and `why`; the connection just stays on TCP
+};
+
+struct MatchResult {
+  MatchStatus status = MatchStatus::not_fastsock;
+  int error = 0;
+  const char* why = nullptr;  // for not_fastsock and error
+  Handshake handshake;
+};
+
+class Listener {
+ public:
+  struct Options {
+    // Dialers read but not matched yet (their TCP connection may be accepted later).
+    int table_capacity = 64;
+    // IPv6 wildcard listener with IPV6_V6ONLY set (its record gets another name).
+    bool v6only = false;
+  };
+  static constexpr int kMaxTableCapacity = 4096;
+  static constexpr uint32_t kDefaultBudgetUs = 2000;
+
+  Listener() noexcept = default;
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  ~Listener() { close(); }
+
+  // Publishes the record for a TCP listener bound to `local` (its real port, after bind).
+  // 0, or -errno with `why`: -EADDRINUSE when another socket already holds the record
+  // (e.g. a second SO_REUSEPORT listener), -EINVAL for a bad endpoint or capacity, -ENOMEM.
+  int open(const stats::Endpoint& local, const Options& options, const char** why) noexcept;
+  int open(const stats::Endpoint& local, const char** why) noexcept {
+    return open(local, Options{}, why);
+  }
+
+  // The record's listening socket (readable when dialers are waiting), -1 when closed.
+  int fd() const noexcept { return record_fd_; }
+
+  // Called after the real TCP accept() returned a connection from `peer`: returns the
+  // fastsock dialer of that connection, or not_fastsock. Waits (ppoll) at most `budget_us`
+  // microseconds, and only while a dialer has connected without sending its hello yet.
+  MatchResult match(const stats::Endpoint& peer,
+                    uint32_t budget_us = kDefaultBudgetUs) noexcept;
+
+  // Dialers held in the table (read or awaiting their hello).
+  int pending() const noexcept { return used_; }
+  const ListenerCounters& counters() const noexcept { return counters_; }
+
+  // Unpublishes the record and drops every pending dialer (they see "gone").
+  void close() noexcept;
+
+ private:
+  struct Entry;
+  enum class ReadResult : uint8_t { hello, waiting, dropped };
+  ReadResult read_hello(Entry& e) noexcept;
+  int admit(int fd) noexcept;
+  void drop(Entry& e, uint64_t ListenerCounters::*counter) noexcept;
+  void sweep_closed() noexcept;
+  int find_hello(const stats::Endpoint& peer) const noexcept;
+  MatchResult take(Entry& e) noexcept;
+  MatchResult wait_for_hello(const stats::Endpoint& peer, uint32_t budget_us) noexcept;
+
+  int record_fd_ = -1;
+  uid_t uid_ = 0;
+  uint16_t port_ = 0;
+  Entry* table_ = nullptr;
+  struct pollfd* pollfds_ = nullptr;  // scratch for ppoll, one per table entry
+  int* poll_index_ = nullptr;
+  int capacity_ = 0;
+  int used_ = 0;
+  uint64_t admitted_ = 0;  // admission sequence: the oldest entry has the smallest
+  ListenerCounters counters_;
+};
+
+enum class ReplyStatus : uint8_t {
+  pending,   // no answer yet: wait for fd() to become readable
+  accepted,  // Reply filled; `fds` holds the acceptor's descriptors
+  rejected,  // Reply::reason says why
+  gone,      // the acceptor closed the connection (or its process died) unanswered
+  invalid,   // the answer was malformed (`why`); treat as rejected
+};
+
+class Dialer {
+ public:
+  Dialer() noexcept = default;
+  Dialer(const Dialer&) = delete;
+  Dialer& operator=(const Dialer&) = delete;
+  ~Dialer() { close(); }
+
+  // Connects (non-blocking) to the record of the listener `dst` would reach, BEFORE the TCP
+  // connect. 0 when a record of this uid was found; -ECONNREFUSED "no fastsock listener";
+  // -EPERM when the record belongs to another uid (nothing is sent to it); -EAGAIN when
+  // the record's backlog is full; -EAFNOSUPPORT for a destination that is not IPv4/IPv6;
+  // other -errno from socket()/connect(). Never waits.
+  int dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexcept;
+
+  // After the TCP connect returned 0 or EINPROGRESS: sends the hello with the connector's
+  // local endpoint and `count` (<= kMaxPassedFds) descriptors (the caller keeps its own).
+  // Never waits: -EAGAIN if the socket buffer is full (cannot happen for the first
+  // message), -EPIPE / -ECONNRESET if the listener went away.
+  int send_hello(const stats::Endpoint& local, const int* fds, int count,
+                 const char** why) noexcept;
+
+  // Reads the answer without waiting. After any status but `pending` the Unix connection
+  // is closed (fd() becomes -1).
+  ReplyStatus poll_reply(Reply& reply, PassedFds& fds, const char** why) noexcept;
+
+  // The Unix connection to the record: add it to a poll set (POLLIN) to wait for the reply.
+  int fd() const noexcept { return fd_; }
+  uint64_t nonce() const noexcept { return nonce_; }
+  // The port of the destination dialled (0 before dial()).
+  uint16_t server_port() const noexcept { return server_port_; }
+
+  void close() noexcept;
+
+ private:
+  int fd_ = -1;
+  uint16_t server_port_ = 0;
+  uint64_t nonce_ = 0;
+};
+
+}  // namespace fastsock::shm

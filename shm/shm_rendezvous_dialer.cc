@@ -1,0 +1,172 @@
+// The connector's side of the rendezvous: find the listener's record before the SYN, send
+// the hello after the TCP connect, read the reply whenever the caller likes.
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include "endpoint.hpp"
+#include "real.hpp"
+#include "shm_rendezvous.hpp"
+#include "shm_rendezvous_io.hpp"
+#include "shm_rendezvous_name.hpp"
+
+namespace fastsock::shm {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A nonce per hello: a per-process random seed (one getrandom, on first use), the pid (a
+// forked child shares the seed and the counter) and a counter, through a bijective mixer,
+// so two hellos of this host's processes practically never share one.
+uint64_t next_nonce(pid_t pid) noexcept {
+  static std::atomic<uint64_t> seed{0};
+  static std::atomic<uint64_t> counter{0};
+  uint64_t s = seed.load(std::memory_order_relaxed);
+  if (s == 0) {
+    uint64_t fresh = 0;
+    if (getrandom(&fresh, sizeof fresh, GRND_NONBLOCK) != ssize_t(sizeof fresh)) {
+      timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      fresh = splitmix64(uint64_t(ts.tv_nsec) ^ (uint64_t(ts.tv_sec) << 30));
+    }
+    fresh |= 1;  // never 0, which means "not seeded"
+    seed.compare_exchange_strong(s, fresh, std::memory_order_relaxed);
+    s = seed.load(std::memory_order_relaxed);
+  }
+  const uint64_t n = counter.fetch_add(1, std::memory_order_relaxed);
+  return splitmix64(s ^ (uint64_t(uint32_t(pid)) << 32) ^ n);
+}
+
+}  // namespace
+
+int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexcept {
+  close();
+  const stats::Endpoint ep = canonical_endpoint(endpoint_from(dst, dst_len));
+  if (ep.family == 0) {
+    *why = "destination is not IPv4/IPv6";
+    return -EAFNOSUPPORT;
+  }
+  RecordName names[kMaxRecordCandidates];
+  const int count = record_candidates(ep, names);
+  const uid_t uid = geteuid();
+
+  const int fd = real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *why = "cannot create a rendezvous socket";
+    return -errno;
+  }
+  // A failed connect leaves a Unix socket unconnected, so one socket tries every name.
+  bool connected = false;
+  for (int i = 0; i < count && !connected; ++i) {
+    sockaddr_un addr;
+    const socklen_t len = record_address(uid, names[i].endpoint, names[i].stack, addr);
+    if (len == 0) continue;
+    if (real().connect(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0) {
+      connected = true;
+    } else if (errno == EAGAIN) {
+      // The record exists but its backlog is full: never wait for it.
+      real().close(fd);
+      *why = "rendezvous record busy (backlog full)";
+      return -EAGAIN;
+    } else if (errno != ECONNREFUSED && errno != ENOENT && errno != EPROTOTYPE) {
+      const int err = -errno;
+      real().close(fd);
+      *why = "cannot connect to the rendezvous record";
+      return err;
+    }
+  }
+  if (!connected) {
+    real().close(fd);
+    *why = "no fastsock listener for this destination";
+    return -ECONNREFUSED;
+  }
+  // Abstract names have no permissions: anybody can bind any name. Only a record of our
+  // own uid gets our descriptors.
+  struct ucred peer{};
+  socklen_t peer_len = sizeof peer;
+  if (real().getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0 ||
+      peer_len != sizeof peer || peer.uid != uid) {
+    real().close(fd);
+    *why = "rendezvous record belongs to another uid";
+    return -EPERM;
+  }
+  fd_ = fd;
+  server_port_ = ep.port;
+  return 0;
+}
+
+int Dialer::send_hello(const stats::Endpoint& local, const int* fds, int count,
+                       const char** why) noexcept {
+  if (fd_ < 0) {
+    *why = "not dialled";
+    return -ENOTCONN;
+  }
+  Hello h;
+  h.connector = canonical_endpoint(local);
+  if (h.connector.family == 0 || h.connector.port == 0 || count < 0 ||
+      count > kMaxPassedFds) {
+    *why = "invalid local endpoint or descriptor count";
+    return -EINVAL;
+  }
+  h.pid = getpid();
+  h.nonce = next_nonce(h.pid);
+  h.server_port = server_port_;
+  h.fd_count = uint8_t(count);
+  const HelloWire wire = encode_hello(h);
+  const int rc = send_message(fd_, &wire, sizeof wire, fds, count);
+  if (rc != 0) {
+    *why = "cannot send the hello";
+    return rc;
+  }
+  nonce_ = h.nonce;
+  return 0;
+}
+
+ReplyStatus Dialer::poll_reply(Reply& reply, PassedFds& fds, const char** why) noexcept {
+  if (fd_ < 0) {
+    *why = "not dialled";
+    return ReplyStatus::gone;
+  }
+  ReplyWire wire;
+  Received r;
+  recv_message(fd_, &wire, sizeof wire, r);
+  if (r.len == -EAGAIN) return ReplyStatus::pending;
+  if (r.len <= 0) {
+    close();
+    *why = "the acceptor closed the rendezvous without answering";
+    return ReplyStatus::gone;
+  }
+  WireError err = decode_reply(&wire, size_t(r.len), r.truncated, reply);
+  if (!err && reply.nonce != nonce_) err = "reply to another hello (nonce differs)";
+  if (!err) err = check_control(r.control, reply.fd_count, r.ctrunc);
+  close();
+  if (err) {
+    close_fds(r.control.fds, r.control.fd_count);
+    *why = err;
+    return ReplyStatus::invalid;
+  }
+  if (!reply.accepted) {
+    *why = "the acceptor rejected the upgrade";
+    return ReplyStatus::rejected;
+  }
+  fds.adopt(r.control.fds, r.control.fd_count);
+  return ReplyStatus::accepted;
+}
+
+void Dialer::close() noexcept {
+  if (fd_ >= 0) real().close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace fastsock::shm

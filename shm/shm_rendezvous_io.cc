@@ -1,0 +1,103 @@
+#include "shm_rendezvous_io.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "real.hpp"
+#include "shm_rendezvous.hpp"
+
+namespace fastsock::shm {
+
+int send_message(int fd, const void* buf, size_t len, const int* fds, int count) noexcept {
+  if (count < 0 || count > kMaxPassedFds) return -EINVAL;
+  iovec iov{const_cast<void*>(buf), len};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+  if (count > 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * size_t(count));
+    memset(control, 0, sizeof control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * size_t(count));
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * size_t(count));
+  }
+  for (;;) {
+    const ssize_t n = real().sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) return n == ssize_t(len) ? 0 : -EMSGSIZE;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+void recv_message(int fd, void* buf, size_t cap, Received& out) noexcept {
+  iovec iov{buf, cap};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[kControlBytes];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = real().recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  out.truncated = false;
+  out.ctrunc = false;
+  out.control = ControlData{};
+  if (n < 0) {
+    out.len = errno == ECONNRESET ? 0 : -errno;
+    return;
+  }
+  out.len = n;
+  out.truncated = (msg.msg_flags & MSG_TRUNC) != 0;
+  out.ctrunc = (msg.msg_flags & MSG_CTRUNC) != 0;
+  parse_control(msg, out.control);
+}
+
+void close_fds(const int* fds, int count) noexcept {
+  for (int i = 0; i < count; ++i)
+    if (fds[i] >= 0) real().close(fds[i]);
+}
+
+// PassedFds ---------------------------------------------------------------------------
+
+PassedFds::PassedFds(PassedFds&& o) noexcept { *this = static_cast<PassedFds&&>(o); }
+
+PassedFds& PassedFds::operator=(PassedFds&& o) noexcept {
+  if (this != &o) {
+    reset();
+    memcpy(fds_, o.fds_, sizeof fds_);
+    count_ = o.count_;
+    o.count_ = 0;
+    for (int& fd : o.fds_) fd = -1;
+  }
+  return *this;
+}
+
+int PassedFds::take(int i) noexcept {
+  if (i < 0 || i >= count_) return -1;
+  const int fd = fds_[i];
+  fds_[i] = -1;
+  return fd;
+}
+
+void PassedFds::reset() noexcept {
+  close_fds(fds_, count_);
+  for (int& fd : fds_) fd = -1;
+  count_ = 0;
+}
+
+void PassedFds::adopt(const int* fds, int n) noexcept {
+  reset();
+  if (n < 0) n = 0;
+  if (n > kMaxPassedFds) n = kMaxPassedFds;
+  memcpy(fds_, fds, sizeof(int) * size_t(n));
+  count_ = n;
+}
+
+}  // namespace fastsock::shm

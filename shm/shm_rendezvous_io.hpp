@@ -1,0 +1,28 @@
+// One SOCK_SEQPACKET message with descriptors, sent or received without waiting, through
+// the real libc entry points. Internal to the rendezvous.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+
+#include "shm_rendezvous_wire.hpp"
+
+namespace fastsock::shm {
+
+// Sends `len` bytes and `count` descriptors as one message (MSG_DONTWAIT, MSG_NOSIGNAL: a
+// closed peer is -EPIPE, never SIGPIPE). 0 or -errno.
+int send_message(int fd, const void* buf, size_t len, const int* fds, int count) noexcept;
+
+struct Received {
+  ssize_t len = 0;         // bytes of the message; 0 at end of stream; -errno (-EAGAIN: none)
+  bool truncated = false;  // the message was longer than the buffer
+  bool ctrunc = false;     // control data did not fit (the kernel dropped descriptors)
+  ControlData control;         // descriptors received are the caller's to close
+};
+// Receives one message without waiting (MSG_CMSG_CLOEXEC). ECONNRESET counts as the end.
+void recv_message(int fd, void* buf, size_t cap, Received& out) noexcept;
+
+void close_fds(const int* fds, int count) noexcept;
+
+}  // namespace fastsock::shm

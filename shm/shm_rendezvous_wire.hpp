@@ -1,0 +1,125 @@
+// The two messages of the rendezvous (hello: connector -> acceptor; reply: acceptor ->
+// connector) and the parsing of what arrives with them. Both ends are on one host, so
+// fields are in host byte order; every message is one SOCK_SEQPACKET record of exactly
+// its size. Everything here treats its input as untrusted (a libFuzzer target drives it).
+//
+// Byte layouts (offsets in bytes) are static_assert'ed below and drawn in
+// docs/shm-rendezvous.md.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "stats_layout.hpp"
+
+namespace fastsock::shm {
+
+inline constexpr uint32_t kWireMagic = 0x56525346;  // "FSRV" in memory on little-endian
+inline constexpr uint16_t kWireVersion = 1;
+inline constexpr uint8_t kKindHello = 1;
+inline constexpr uint8_t kKindReply = 2;
+
+// Descriptors either message may carry (the caller decides which: e.g. the connector's
+// segment memfd and eventfd, the acceptor's eventfd).
+inline constexpr int kMaxPassedFds = 4;
+
+struct HelloWire {
+  uint32_t magic;               // kWireMagic
+  uint16_t version;             // kWireVersion
+  uint16_t size;                // sizeof(HelloWire)
+  uint8_t kind;                 // kKindHello
+  uint8_t fd_count;             // descriptors attached with SCM_RIGHTS, <= kMaxPassedFds
+  uint16_t server_port;         // the port the connector dialled (= the listener's)
+  int32_t pid;                  // the connector's pid (checked against SCM_CREDENTIALS)
+  uint64_t nonce;               // random, echoed by the reply
+  stats::Endpoint connector;    // the connector's local TCP endpoint = the acceptor's peer
+  uint8_t reserved[4];          // zero
+};
+static_assert(sizeof(HelloWire) == 48);
+static_assert(offsetof(HelloWire, size) == 6);
+static_assert(offsetof(HelloWire, kind) == 8);
+static_assert(offsetof(HelloWire, fd_count) == 9);
+static_assert(offsetof(HelloWire, server_port) == 10);
+static_assert(offsetof(HelloWire, pid) == 12);
+static_assert(offsetof(HelloWire, nonce) == 16);
+static_assert(offsetof(HelloWire, connector) == 24);
+static_assert(offsetof(HelloWire, reserved) == 44);
+
+inline constexpr uint8_t kReplyAccepted = 1;
+inline constexpr uint8_t kReplyRejected = 2;
+inline constexpr size_t kReasonMax = 104;
+
+struct ReplyWire {
+  uint32_t magic;               // kWireMagic
+  uint16_t version;             // kWireVersion
+  uint16_t size;                // sizeof(ReplyWire)
+  uint8_t kind;                 // kKindReply
+  uint8_t status;               // kReplyAccepted / kReplyRejected
+  uint8_t fd_count;             // descriptors attached; 0 when rejected
+  uint8_t reason_len;           // bytes of `reason` used (< kReasonMax), rejected only
+  int32_t pid;                  // the acceptor's pid
+  uint64_t nonce;               // the hello's nonce
+  char reason[kReasonMax];      // why rejected (not NUL-terminated; zero-padded)
+};
+static_assert(sizeof(ReplyWire) == 128);
+static_assert(offsetof(ReplyWire, kind) == 8);
+static_assert(offsetof(ReplyWire, status) == 9);
+static_assert(offsetof(ReplyWire, fd_count) == 10);
+static_assert(offsetof(ReplyWire, reason_len) == 11);
+static_assert(offsetof(ReplyWire, pid) == 12);
+static_assert(offsetof(ReplyWire, nonce) == 16);
+static_assert(offsetof(ReplyWire, reason) == 24);
+
+// What a hello says, once checked.
+struct Hello {
+  int32_t pid = 0;
+  uint64_t nonce = 0;
+  stats::Endpoint connector{};  // canonical (IPv4-mapped turned into IPv4)
+  uint16_t server_port = 0;
+  uint8_t fd_count = 0;
+};
+
+struct Reply {
+  bool accepted = false;
+  int32_t pid = 0;
+  uint64_t nonce = 0;
+  uint8_t fd_count = 0;
+  char reason[kReasonMax + 1] = {};  // NUL-terminated
+};
+
+// Why a message was refused; nullptr when it is fine. Static strings.
+using WireError = const char*;
+
+// `len` is the length recvmsg returned; `truncated` its MSG_TRUNC flag.
+WireError decode_hello(const void* buf, size_t len, bool truncated, Hello& out) noexcept;
+WireError decode_reply(const void* buf, size_t len, bool truncated, Reply& out) noexcept;
+
+HelloWire encode_hello(const Hello& h) noexcept;
+// `reason` may be null (accepted); longer reasons are cut to kReasonMax - 1 bytes.
+ReplyWire encode_reply(bool accepted, int32_t pid, uint64_t nonce, uint8_t fd_count,
+                       const char* reason) noexcept;
+
+// The ancillary data of one received message. The kernel writes it, but its contents
+// (how many descriptors, whether credentials are there) are the peer's choice.
+inline constexpr int kControlFdCap = 16;  // more than fit in kControlBytes, see below
+inline constexpr size_t kControlBytes =
+    CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * kMaxPassedFds);
+struct ControlData {
+  int fds[kControlFdCap];
+  int fd_count = 0;
+  bool has_creds = false;
+  struct ucred creds{};
+  bool unexpected = false;  // a message type other than SCM_RIGHTS / SCM_CREDENTIALS
+};
+// Walks the control messages of `msg` (msg_controllen as recvmsg left it). Never closes
+// anything: the caller owns ControlData::fds and must close them when it refuses the message.
+void parse_control(const msghdr& msg, ControlData& out) noexcept;
+
+// The checks shared by both ends once the payload decoded: exactly `expected_fds`
+// descriptors, no truncated control data, nothing unexpected.
+WireError check_control(const ControlData& c, int expected_fds, bool ctrunc) noexcept;
+
+}  // namespace fastsock::shm
