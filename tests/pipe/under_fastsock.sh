@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # under_fastsock.sh: fastsock-pipe --local (integrity mode) under LD_PRELOAD=libfastsock.so.
 # The library's debug log must show the receiver's listener, the transmitter's connection as
-# a client and the receiver's accept as a server on tcp, both ends closed with mirrored byte
+# a client and the receiver's accept as a server on $LINK (shm: both ends run it), both ends closed with mirrored byte
 # counts, and no library errors.
 source "$(dirname "$0")/lib_pipe.sh"
 pipe_init pipe_under_fastsock
@@ -15,8 +15,8 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["me
 log_assert_contains ' listen 127.0.0.1:'
 log_assert_contains ' client 127.0.0.1:'
 log_assert_contains ' server 127.0.0.1:'
-grep -qE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ client .* on tcp' "$LOG" || fail "client not on tcp"
-grep -qE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ server .* on tcp' "$LOG" || fail "server not on tcp"
+grep -qE "fastsock\[[0-9]+\] debug: fd=[0-9]+ client .* on $LINK" "$LOG" || fail "client not on $LINK"
+grep -qE "fastsock\[[0-9]+\] debug: fd=[0-9]+ server .* on $LINK" "$LOG" || fail "server not on $LINK"
 # Both processes (transmitter and forked receiver) log, and their counts mirror each other.
 pids=$(grep -oE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ (client|server) ' "$LOG" |
   grep -oE '\[[0-9]+\]' | sort -u | wc -l)
@@ -27,5 +27,5 @@ tx=$(grep -E ' closed sent=' "$LOG" | grep -v 'sent=0 received=0$' |
 a=$(head -1 <<<"$tx"); b=$(tail -1 <<<"$tx")
 [[ "$a" == "$(awk '{print $2, $1}' <<<"$b")" ]] || fail "closed counts do not mirror: $a / $b"
 log_assert_no_errors
-note "connection tracked on tcp in both processes; counts $a / $b"
+note "connection tracked on $LINK in both processes; counts $a / $b"
 note "PASS"

@@ -15,6 +15,8 @@ set -u -o pipefail
 TEST_NAME=""
 WORK=""
 LOG=""                 # the FASTSOCK_LOG_FILE of this test's runs under the library
+# The link a connection takes when both its ends run under the library on this host.
+LINK=${FASTSOCK_TEST_LINK:-shm}
 declare -a BG_PIDS=()  # background `timeout` wrappers started by start_bg
 declare -A BG_NAMES=()
 
@@ -237,12 +239,13 @@ log_assert_absent() {
   [[ $(log_count "$1") -eq 0 ]] || fail "log has a line containing '$1': $(grep -F -m1 -- "$1" "$LOG")"
 }
 
-# log_assert_interception: the library really intercepted this run's TCP traffic.
+# log_assert_interception: the library really intercepted this run's TCP traffic, and
+# carried it on $LINK (the link two processes under the library use on this host).
 log_assert_interception() {
-  grep -qE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ client .* -> .* on tcp' "$LOG" ||
-    fail "log has no 'client ... on tcp' line: the library did not see a connect"
-  grep -qE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ server .* <- .* on tcp' "$LOG" ||
-    fail "log has no 'server ... on tcp' line: the library did not see an accept"
+  grep -qE "fastsock\[[0-9]+\] debug: fd=[0-9]+ client .* -> .* on $LINK" "$LOG" ||
+    fail "log has no 'client ... on $LINK' line: the library did not see a connect"
+  grep -qE "fastsock\[[0-9]+\] debug: fd=[0-9]+ server .* <- .* on $LINK" "$LOG" ||
+    fail "log has no 'server ... on $LINK' line: the library did not see an accept"
   grep -qE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ closed sent=[0-9]+ received=[0-9]+' "$LOG" ||
     fail "log has no 'closed sent=N received=M' line"
 }
@@ -252,10 +255,10 @@ log_assert_interception() {
 log_assert_ends_match() {
   local l p n=0
   while read -r l p; do
-    grep -qF "server $p <- $l on tcp" "$LOG" ||
-      fail "connection $l -> $p has no matching 'server $p <- $l' line"
+    grep -qF "server $p <- $l on $LINK" "$LOG" ||
+      fail "connection $l -> $p has no matching 'server $p <- $l on $LINK' line"
     n=$((n + 1))
-  done < <(sed -nE 's/.* client ([^ ]+) -> ([^ ]+) on tcp.*/\1 \2/p' "$LOG")
+  done < <(sed -nE "s/.* client ([^ ]+) -> ([^ ]+) on $LINK.*/\1 \2/p" "$LOG")
   [[ $n -gt 0 ]] || fail "no client lines in the log"
   note "both ends of all $n connections are in the log"
 }

@@ -93,8 +93,10 @@ TEST_CASE("the tcp transport is registered, available, and moves byte ranges") {
   close(lfd);
 }
 
-TEST_CASE("transports not in this build say so") {
-  for (TransportId id : {TransportId::shm, TransportId::verbs, TransportId::vendor}) {
+TEST_CASE("shm is always built; transports not in this build say so") {
+  REQUIRE(find_transport(TransportId::shm) != nullptr);
+  CHECK(find_transport(TransportId::shm)->instance().id() == TransportId::shm);
+  for (TransportId id : {TransportId::verbs, TransportId::vendor}) {
     CHECK(find_transport(id) == nullptr);
     CHECK(std::string(missing_transport_reason(id)).find("not in this build") == 0);
   }

@@ -60,7 +60,7 @@ int main(void) {
   conn = (int)SYS(socket(AF_INET, SOCK_STREAM, 0));
   SYS(connect(conn, (struct sockaddr*)&a, sizeof a));
   int peer = (int)SYS(accept(listener, NULL, NULL));
-  expect_transport(conn, "tcp");
+  expect_transport(conn, both_ends_link());
 
   pthread_t t[3];
   void* (*fns[3])(void*) = {in_recv, in_accept, in_poll};

@@ -80,6 +80,11 @@ void prog_init(const char* name) {
     printf("fastsock: absent\n");
 }
 
+const char* both_ends_link(void) {
+  const char* link = getenv("FASTSOCK_TEST_LINK");
+  return link && *link ? link : "shm";
+}
+
 void expect_transport(int fd, const char* want) {
   transport_fn fn = api_transport();
   if (!fn) return;
@@ -129,14 +134,14 @@ void expect_count(int n, const char* fmt, ...) {
 
 void expect_client_log(int fd) {
   char l[80], p[80];
-  expect_log("fd=%d client %s -> %s on tcp", fd, local_str(fd, l, sizeof l),
-             peer_str(fd, p, sizeof p));
+  expect_log("fd=%d client %s -> %s on %s", fd, local_str(fd, l, sizeof l),
+             peer_str(fd, p, sizeof p), both_ends_link());
 }
 
 void expect_server_log(int fd) {
   char l[80], p[80];
-  expect_log("fd=%d server %s <- %s on tcp", fd, local_str(fd, l, sizeof l),
-             peer_str(fd, p, sizeof p));
+  expect_log("fd=%d server %s <- %s on %s", fd, local_str(fd, l, sizeof l),
+             peer_str(fd, p, sizeof p), both_ends_link());
 }
 
 // The closed line names the connection by a descriptor number, which need not be the one

@@ -29,6 +29,10 @@ void note_skip(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void prog_init(const char* name);
 int fastsock_present(void);
 
+// The link a connection with both ends under the library takes on this host ("shm"; the
+// test environment may say otherwise with FASTSOCK_TEST_LINK).
+const char* both_ends_link(void);
+
 // Checks fastsock_transport(fd) when the library is loaded: `want` is "tcp" for a tracked
 // TCP socket, NULL for a descriptor the library must not track. No-op without the library.
 void expect_transport(int fd, const char* want);
@@ -41,8 +45,8 @@ void expect_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void expect_no_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // Exactly n log lines match.
 void expect_count(int n, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-void expect_client_log(int fd);                 // fd=N client <local> -> <peer> on tcp
-void expect_server_log(int fd);                 // fd=N server <local> <- <peer> on tcp
+void expect_client_log(int fd);                 // fd=N client <local> -> <peer> on <link>
+void expect_server_log(int fd);                 // fd=N server <local> <- <peer> on <link>
 // Some descriptor of this pid's connection closed with exactly these counts.
 void expect_closed_log(int fd, size_t sent, size_t received);
 // This process never logs a line about any descriptor (untracked traffic only).

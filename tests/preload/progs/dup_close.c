@@ -47,7 +47,7 @@ static void dup_chain(void) {
 
   int d1 = (int)SYS(dup(c));
   SYS(close(c));
-  expect_transport(d1, "tcp");
+  expect_transport(d1, both_ends_link());
   send_recv(d1, s, 100, 1);
   sent += 100;
 
@@ -73,7 +73,7 @@ static void dup_chain(void) {
   int d5 = (int)SYS(fcntl(d4, F_DUPFD_CLOEXEC, 300));
   CHECK(d5 >= 300 && (fcntl(d5, F_GETFD) & FD_CLOEXEC), "F_DUPFD_CLOEXEC gave %d", d5);
   SYS(close(d4));
-  expect_transport(d5, "tcp");
+  expect_transport(d5, both_ends_link());
   send_recv(d5, s, 500, 5);
   sent += 500;
   send_recv(s, d5, 77, 6);
@@ -101,7 +101,7 @@ static void dup2_over_live(void) {
   CHECK(read(b2, &b, 1) == 0, "dup2 over a live connection did not close it");
   closed(b2, 0, 10);
   SYS(close(b2));
-  expect_transport(b1, "tcp");
+  expect_transport(b1, both_ends_link());
   send_recv(b1, a2, 20, 8);  // b1 now is the a connection
   SYS(close(a1));
   closed(b1, 20, 0);
@@ -127,7 +127,7 @@ static void ranges(void) {
   for (int i = 0; i < kPairs; i++) {
     CHECK(fcntl(kBase + i, F_GETFD) & FD_CLOEXEC, "CLOSE_RANGE_CLOEXEC did not mark %d",
           kBase + i);
-    expect_transport(kBase + i, "tcp");
+    expect_transport(kBase + i, both_ends_link());
     send_recv(kBase + i, peers[i], 1, 10);  // still open and working
   }
   for (int i = 0; i < kPairs; i++) closed(kBase + i, (size_t)(1001 + i), 0);

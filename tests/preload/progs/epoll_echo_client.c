@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     c->fd = tcp_connect(AF_INET, (uint16_t)port);
     c->seed = (unsigned)i + 1;
     c->total = bytes + 7u * (unsigned)i;
-    expect_transport(c->fd, "tcp");
+    expect_transport(c->fd, both_ends_link());
     expect_client_log(c->fd);
     SYS(fcntl(c->fd, F_SETFL, SYS(fcntl(c->fd, F_GETFL)) | O_NONBLOCK));
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLOUT | (g_et ? EPOLLET : 0),

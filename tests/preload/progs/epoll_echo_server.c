@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
           struct conn* c = &g_conns[accepted++];
           memset(c, 0, sizeof *c);
           c->fd = fd;
-          expect_transport(fd, "tcp");
+          expect_transport(fd, both_ends_link());
           expect_server_log(fd);
           struct epoll_event ev = {.events = base_events(), .data.ptr = c};
           SYS(epoll_ctl(g_epfd, EPOLL_CTL_ADD, fd, &ev));

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   socklen_t len = sizeof type;
   SYS(getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len));
   CHECK(type == SOCK_STREAM, "inherited fd %d is not a stream socket", fd);
-  expect_transport(fd, "tcp");
+  expect_transport(fd, both_ends_link());
 
   static char buf[65536];
   read_exact(fd, buf, req);

@@ -52,7 +52,7 @@ static void shared_after_fork(void) {
     write_all(c, buf, 1000);
     read_exact(c, buf, 500);
     check_pattern(buf, 500, 2, 0, "child's reply");
-    expect_transport(c, "tcp");
+    expect_transport(c, both_ends_link());
     expect_closed_log(c, 1000, 500);
     expect_closed_log(s, 0, 0);
     SYS(close(c));
@@ -74,7 +74,7 @@ static void shared_after_fork(void) {
   write_all(s, buf, 700);
   read_exact(c, buf, 700);
   check_pattern(buf, 700, 4, 0, "parent's reply");
-  expect_transport(c, "tcp");
+  expect_transport(c, both_ends_link());
   expect_closed_log(c, 2000, 700);
   expect_closed_log(s, 1200, 3000);
   SYS(close(c));

@@ -103,8 +103,8 @@ static void nonblocking_connect(int family) {
   CHECK(fcntl(s, F_GETFL) & O_NONBLOCK, "accept4 SOCK_NONBLOCK not in F_GETFL");
   CHECK(fcntl(s, F_GETFD) & FD_CLOEXEC, "accept4 SOCK_CLOEXEC not in F_GETFD");
   SYS(close(lfd));
-  expect_transport(c, "tcp");
-  expect_transport(s, "tcp");
+  expect_transport(c, both_ends_link());
+  expect_transport(s, both_ends_link());
   expect_client_log(c);
   expect_server_log(s);
   expect_would_block(s, "SOCK_NONBLOCK");

@@ -142,7 +142,7 @@ static int serve(const char* port_file) {
   await(lfd, POLLIN);
   int fd = (int)SYS(accept4(lfd, NULL, NULL, SOCK_NONBLOCK));
   ok("%s reported the listener readable; accepted fd=%d", g_api, fd);
-  expect_transport(fd, "tcp");
+  expect_transport(fd, both_ends_link());
   expect_server_log(fd);
   SYS(close(lfd));
   // Turn-taking keeps each side's timeout check meaningful: the client stays silent until
@@ -167,7 +167,7 @@ static int serve(const char* port_file) {
 
 static int client(int port) {
   int fd = tcp_connect(AF_INET, (uint16_t)port);
-  expect_transport(fd, "tcp");
+  expect_transport(fd, both_ends_link());
   expect_client_log(fd);
   SYS(fcntl(fd, F_SETFL, O_NONBLOCK));
   char buf[kMaxMsg];

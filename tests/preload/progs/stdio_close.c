@@ -19,7 +19,7 @@ int main(void) {
   prog_init("stdio_close");
   int c, s;
   tcp_pair(AF_INET, &c, &s);
-  expect_transport(c, "tcp");
+  expect_transport(c, both_ends_link());
   FILE* f = fdopen(c, "r+");
   CHECK(f != NULL, "fdopen");
   const char req[] = "request over stdio\n";

@@ -279,8 +279,8 @@ static void linger(void) {
 int main(void) {
   prog_init("stream_ops");
   tcp_pair(AF_INET, &g_c.fd, &g_s.fd);
-  expect_transport(g_c.fd, "tcp");
-  expect_transport(g_s.fd, "tcp");
+  expect_transport(g_c.fd, both_ends_link());
+  expect_transport(g_s.fd, both_ends_link());
   expect_client_log(g_c.fd);
   expect_server_log(g_s.fd);
   names_and_options();
