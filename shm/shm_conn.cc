@@ -15,6 +15,7 @@
 #include "endpoint.hpp"
 #include "real.hpp"
 #include "shm_sys.hpp"
+#include "signal_restart.hpp"
 
 namespace fastsock::shm {
 
@@ -248,27 +249,31 @@ ssize_t Conn::tcp_peek(int fd) {
   return n < 0 ? -errno : n;
 }
 
-bool Conn::ready_for(bool data) {
-  if (data) return handoff_in_.readable(rx_) > 0 || rx_.fin() || rx_.corrupt();
-  return tx_.writable() > 0 || handoff_out_.done() || tx_.read_closed() || tx_.corrupt();
+bool Conn::ready_for(WaitFor what) {
+  switch (what) {
+    case WaitFor::data: return handoff_in_.readable(rx_) > 0 || rx_.fin() || rx_.corrupt();
+    case WaitFor::space: return tx_.writable() > 0 || tx_.read_closed() || tx_.corrupt();
+    case WaitFor::handoff: return handoff_out_.done() || tx_.read_closed();
+  }
+  return true;
 }
 
-int Conn::wait(int fd, bool for_data, bool has_deadline, int64_t deadline) {
+int Conn::wait(int fd, WaitFor what, bool has_deadline, int64_t deadline) {
   // Spin first: a peer that answers within the budget costs no system call and no sleep.
   if (phase_ == Phase::active && tcp_bytes_due() == 0) {
     const int64_t spin_end = now_ns() + int64_t(options_.spin_us) * 1000;
     while (now_ns() < spin_end) {
-      if (ready_for(for_data)) return 0;
+      if (ready_for(what)) return 0;
       __builtin_ia32_pause();
     }
   }
-  if (for_data)
+  if (what == WaitFor::data)
     notifier_.arm_for_data();
   else
-    notifier_.arm_for_space();
+    notifier_.arm_for_space();  // the consumer signals space as it takes handoff bytes too
   // Armed: from here a publish by the peer signals the eventfd, so this re-check cannot
   // miss one (shm_notify.hpp).
-  if (phase_ == Phase::active && tcp_bytes_due() == 0 && ready_for(for_data)) return 0;
+  if (phase_ == Phase::active && tcp_bytes_due() == 0 && ready_for(what)) return 0;
   pollfd p[3];
   nfds_t n = 0;
   p[n++] = pollfd{own_bell_, POLLIN, 0};
@@ -352,8 +357,11 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       has_deadline = socket_deadline(fd, SO_RCVTIMEO, deadline);
       deadline_known = true;
     }
-    if (int w = wait(fd, true, has_deadline, deadline); w < 0)
-      return got ? ssize_t(got) : (w == -EAGAIN ? -EAGAIN : w);
+    if (int w = wait(fd, WaitFor::data, has_deadline, deadline); w < 0) {
+      if (got) return ssize_t(got);
+      if (w == -EINTR && interrupted_call_restarts()) continue;
+      return w;
+    }
   }
 }
 
@@ -400,7 +408,10 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
             has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
             deadline_known = true;
           }
-          if ((w = wait(fd, false, has_deadline, deadline)) < 0) break;
+          if ((w = wait(fd, WaitFor::handoff, has_deadline, deadline)) < 0) {
+            if (w == -EINTR && interrupted_call_restarts()) continue;
+            break;
+          }
           if (dead_peer(fd)) break;
         }
         const size_t taken = handoff_out_.finish();
@@ -447,7 +458,11 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
       deadline_known = true;
     }
-    if (int w = wait(fd, false, has_deadline, deadline); w < 0) return sent ? ssize_t(sent) : w;
+    if (int w = wait(fd, WaitFor::space, has_deadline, deadline); w < 0) {
+      if (sent) return ssize_t(sent);
+      if (w == -EINTR && interrupted_call_restarts()) continue;
+      return w;
+    }
   }
   return ssize_t(sent);
 }
@@ -542,14 +557,18 @@ int Conn::shutdown(int fd, int how) {
 
 void Conn::close() {
   if (phase_ == Phase::active) {
-    // FIN after every byte already in the ring (the peer still reads them: the segment
-    // lives while it is mapped), and nothing more will be read from the peer.
-    if (!tx_switched_) {
-      tx_control_.set_switch_offset(tcp_sent_);
-      tx_switched_ = true;
+    // SO_LINGER {1, 0}: the kernel resets the connection, and the peer must see that reset
+    // (ECONNRESET), not an orderly end: no FIN on the ring then.
+    if (!abortive_close_) {
+      // FIN after every byte already in the ring (the peer still reads them: the segment
+      // lives while it is mapped).
+      if (!tx_switched_) {
+        tx_control_.set_switch_offset(tcp_sent_);
+        tx_switched_ = true;
+      }
+      tx_.close_write();
     }
-    tx_.close_write();
-    rx_.close_read();
+    rx_.close_read();  // nothing more will be read from the peer
     (void)notifier_.data_published();
     (void)notifier_.space_freed();
   }

@@ -77,8 +77,10 @@ class Conn {
   int wait_fds(int fd, short events, pollfd* out);
   void after_wait();
   int shutdown(int fd, int how);
-  // The last descriptor closes: FIN on shm for the peer, after every byte already sent.
+  // The last descriptor closes: FIN on shm for the peer, after every byte already sent
+  // (unless SO_LINGER {1, 0} asked for a reset).
   void close();
+  void set_abortive_close(bool abortive) { abortive_close_ = abortive; }
 
  private:
   bool connector() const { return side_ == 0; }
@@ -89,11 +91,12 @@ class Conn {
   void fall_back(const char* why);
   // Bytes the peer still sends on TCP before its switch, or UINT64_MAX while unknown.
   uint64_t tcp_bytes_due();
-  bool ready_for(bool data);
+  enum class WaitFor : uint8_t { data, space, handoff };
+  bool ready_for(WaitFor what);
   bool dead_peer(int fd);
-  // Sleeps until the ring has data / room (`for_data`) or the TCP socket changes, within
-  // the spin budget first and SO_RCVTIMEO/SO_SNDTIMEO. 0, -EAGAIN (timeout), -EINTR.
-  int wait(int fd, bool for_data, bool deadline_set, int64_t deadline_ns);
+  // Sleeps until `what` is ready or the TCP socket changes, after the spin budget, until
+  // the deadline (SO_RCVTIMEO/SO_SNDTIMEO). 0, -EAGAIN (timeout), -EINTR.
+  int wait(int fd, WaitFor what, bool has_deadline, int64_t deadline_ns);
   // The kernel socket's view: 0 = EOF, >0 = data waiting, -EAGAIN = nothing, other -errno.
   ssize_t tcp_peek(int fd);
 
@@ -121,6 +124,7 @@ class Conn {
   bool tx_switched_ = false;
   bool write_shut_ = false;
   bool read_shut_ = false;
+  bool abortive_close_ = false;
   unsigned calls_since_check_ = 0;
 };
 

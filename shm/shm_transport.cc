@@ -150,6 +150,13 @@ class ShmTransport final : public Transport {
     return conn(s).wait_fds(fd, events, out);
   }
   void disarm(Socket& s) noexcept override { conn(s).after_wait(); }
+  void option_set(Socket& s, int level, int name, const void* value,
+                  socklen_t len) noexcept override {
+    if (!s.link_state || level != SOL_SOCKET || name != SO_LINGER || len < socklen_t(sizeof(linger)))
+      return;
+    const auto* lg = static_cast<const linger*>(value);
+    conn(s).set_abortive_close(lg->l_onoff && lg->l_linger == 0);
+  }
   int shutdown(Socket& s, int fd, int how) noexcept override { return conn(s).shutdown(fd, how); }
   void detach(Socket& s) noexcept override {
     if (s.link_state) conn(s).close();

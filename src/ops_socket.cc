@@ -210,7 +210,14 @@ long getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
 }
 
 long setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
-  return neg_errno(real().setsockopt(fd, level, name, value, len));
+  if (real().setsockopt(fd, level, name, value, len) != 0) return -errno;
+  // The kernel accepted it; a link that carries the data itself may need to know (e.g.
+  // SO_LINGER decides how its close ends the stream).
+  if (fd_table::maybe_tracked(fd)) {
+    SocketRef s = fd_table::lookup(fd);
+    if (s && s->link) s->link->option_set(*s, level, name, value, len);
+  }
+  return 0;
 }
 
 long getsockname(int fd, sockaddr* addr, socklen_t* len) {

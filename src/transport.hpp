@@ -77,6 +77,10 @@ class Transport {
   virtual int wait_fds(Socket& s, int fd, short events, struct pollfd* out) noexcept = 0;
   virtual void disarm(Socket& s) noexcept = 0;
 
+  // setsockopt() succeeded on the kernel socket (which keeps every option's state).
+  virtual void option_set(Socket& s, int level, int name, const void* value,
+                          socklen_t len) noexcept = 0;
+
   virtual int shutdown(Socket& s, int fd, int how) noexcept = 0;
   // The last descriptor of the connection is closing: release per-connection resources.
   virtual void detach(Socket& s) noexcept = 0;

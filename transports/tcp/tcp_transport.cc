@@ -49,6 +49,7 @@ class TcpTransport final : public Transport {
     return 1;
   }
   void disarm(Socket&) noexcept override {}
+  void option_set(Socket&, int, int, const void*, socklen_t) noexcept override {}
   int shutdown(Socket&, int fd, int how) noexcept override {
     return int(neg_errno(real().shutdown(fd, how)));
   }
