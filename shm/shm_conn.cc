@@ -179,6 +179,12 @@ int Conn::start_acceptor(Handshake& handshake, const char** why) {
   return 0;
 }
 
+void Conn::break_connection(const char* why) {
+  snprintf(reason_, sizeof reason_, "%s", why);
+  fallback_reason_ = reason_;
+  phase_ = Phase::broken;
+}
+
 void Conn::fall_back(const char* why) {
   snprintf(reason_, sizeof reason_, "%s", why);
   fallback_reason_ = reason_;
@@ -217,7 +223,7 @@ bool Conn::check_peer() {
   if (confirmed) {
     // The acceptor already moved its sending to the ring but its answer is unusable:
     // the connection cannot be carried either way.
-    phase_ = Phase::broken;
+    break_connection("the acceptor confirmed but its answer was unusable");
     return true;
   }
   fall_back(why);
@@ -237,7 +243,7 @@ uint64_t Conn::tcp_bytes_due() {
   uint64_t offset;
   if (!rx_control_.switch_offset(offset)) return kUnknown;
   if (offset < tcp_received_) {  // the peer claims fewer TCP bytes than it sent
-    phase_ = Phase::broken;
+    break_connection("the peer's switch offset is below the bytes it sent on TCP");
     return 0;
   }
   return offset - tcp_received_;
@@ -338,7 +344,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
         continue;
       }
       if (rx_.corrupt()) {
-        phase_ = Phase::broken;
+        break_connection("the receive ring is corrupt");
         return got ? ssize_t(got) : -ECONNRESET;
       }
       if (rx_.eof()) return ssize_t(got);
@@ -347,7 +353,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       const ssize_t t = tcp_peek(fd);
       if (t == 0) return ssize_t(got);
       if (t > 0) {  // TCP bytes after the switch: not our protocol
-        phase_ = Phase::broken;
+        break_connection("TCP bytes arrived after the peer's switch");
         return got ? ssize_t(got) : -ECONNRESET;
       }
       if (t != -EAGAIN) return got ? ssize_t(got) : t;
@@ -415,7 +421,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
           if (dead_peer(fd)) break;
         }
         const size_t taken = handoff_out_.finish();
-        if (handoff_out_.corrupt()) phase_ = Phase::broken;
+        if (handoff_out_.corrupt()) break_connection("the handoff slot is corrupt");
         sent += taken;
         offset += taken;
         if (taken < rest_of_element && (w < 0 || phase_ == Phase::broken || dead_peer(fd))) {
@@ -445,7 +451,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       continue;
     }
     if (tx_.corrupt()) {
-      phase_ = Phase::broken;
+      break_connection("the send ring is corrupt");
       return sent ? ssize_t(sent) : -ECONNRESET;
     }
     if (tx_.read_closed() || dead_peer(fd)) return sent ? ssize_t(sent) : -EPIPE;

@@ -89,6 +89,8 @@ class Conn {
   bool check_peer();
   void check_peer_cheap();
   void fall_back(const char* why);
+  // The peer broke the protocol or the segment: ECONNRESET from now on, with the reason.
+  void break_connection(const char* why);
   // Bytes the peer still sends on TCP before its switch, or UINT64_MAX while unknown.
   uint64_t tcp_bytes_due();
   enum class WaitFor : uint8_t { data, space, handoff };

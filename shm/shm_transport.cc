@@ -176,9 +176,8 @@ class ShmTransport final : public Transport {
     const shm::Conn::Phase phase = conn(s).phase();
     if (phase != shm::Conn::Phase::tcp && phase != shm::Conn::Phase::broken) return;
     s.slot->transport = uint8_t(TransportId::tcp);
-    snprintf(s.slot->reason, sizeof s.slot->reason, "shm: %s",
-             phase == shm::Conn::Phase::broken ? "the peer broke the shm protocol"
-                                               : conn(s).fallback_reason());
+    snprintf(s.slot->reason, sizeof s.slot->reason, "shm: %s%s",
+             phase == shm::Conn::Phase::broken ? "broken: " : "", conn(s).fallback_reason());
     LOG_DEBUG("fd=%d falls back to tcp (%s)", s.slot->fd, s.slot->reason);
   }
 };

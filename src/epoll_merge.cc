@@ -136,10 +136,13 @@ void drop_from_ready(Registration& r) {
 }
 
 // (Re-)arms the link and registers its wake descriptors in the kernel set, edge-triggered:
-// the kernel tells us something changed, the link says what is ready now.
+// the kernel tells us something changed, the link says what is ready now. Before arming,
+// the link consumes the wake-ups already delivered (Transport::disarm): a peer signals
+// only a waiter that has taken its previous signal.
 int arm(Registration& r, bool add_to_kernel) {
   Socket& s = *r.socket;
   const short asked = short(r.events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI));
+  s.link->disarm(s);
   pollfd w[Transport::kMaxWaitFds];
   const int n = s.link->wait_fds(s, r.fd, asked, w);
   if (!add_to_kernel) return 0;
@@ -284,10 +287,20 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
       EpollSet* set = find_set(epfd);
       if (!set) return false;  // its last user-link connection went away meanwhile
       call = ++g_wait_calls;
-      // Level-triggered connections that were ready: still ready?
+      // Connections known to be ready (level-triggered ones stay listed while ready, and
+      // a new registration or a MOD lists a connection that is ready at once).
       for (Registration** p = &set->ready; *p && n < max;) {
         Registration& r = **p;
-        const uint32_t ev = r.disabled ? 0 : readiness(r);
+        uint32_t ev = 0;
+        if (!r.disabled) {
+          ev = readiness(r);
+          if (!ev) {
+            // Leaving the list: arm first, then look once more, so that a change between
+            // the two looks wakes the kernel wait instead of being lost.
+            (void)arm(r, false);
+            ev = readiness(r);
+          }
+        }
         if (ev) {
           out[n].events = ev;
           out[n].data = r.data;
@@ -295,10 +308,10 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
           r.reported_in = call;
           if (r.events & EPOLLONESHOT) r.disabled = true;
           if (!(r.events & (EPOLLET | EPOLLONESHOT))) { p = &r.next_ready; continue; }
+          (void)arm(r, false);  // edge-triggered: the next change must wake us
         }
         *p = r.next_ready;  // not ready, edge-triggered, or one-shot: off the list
         r.on_ready_list = false;
-        if (!ev || r.events & EPOLLET) (void)arm(r, false);
       }
       update_bell(*set);
     }
@@ -336,8 +349,8 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
           continue;
         }
         if (r->disabled || r->reported_in == call) continue;
+        (void)arm(*r, false);  // first: a change after the check below wakes us again
         const uint32_t ev = readiness(*r);
-        (void)arm(*r, false);
         if (!ev) continue;
         out[n].events = ev;
         out[n].data = r->data;
