@@ -93,9 +93,20 @@ Conn::~Conn() {
 
 int Conn::prepare(const sockaddr* dst, socklen_t len, const char** why) {
   side_ = 0;
-  const int rc = dialer_.dial(dst, len, why);
-  if (rc == 0) phase_ = Phase::dialled;
-  return rc;
+  if (int rc = dialer_.dial(dst, len, why); rc < 0) return rc;
+  // Everything the hello carries is made now, before the TCP connect: the acceptor waits
+  // for the hello only briefly once it has accepted, so little may happen in between.
+  if (Status st = segment_.create(options_.limits); !st.ok()) {
+    *why = st.reason;
+    return -st.err;
+  }
+  own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (own_bell_ < 0) {
+    *why = "cannot create an eventfd";
+    return -errno;
+  }
+  phase_ = Phase::dialled;
+  return 0;
 }
 
 int Conn::start_connector(int fd, const char** why) {
@@ -111,15 +122,6 @@ int Conn::start_connector(int fd, const char** why) {
     return -errno;
   }
   const stats::Endpoint local = endpoint_from(reinterpret_cast<sockaddr*>(&ss), sl);
-  if (Status st = segment_.create(options_.limits); !st.ok()) {
-    *why = st.reason;
-    return -st.err;
-  }
-  own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (own_bell_ < 0) {
-    *why = "cannot create an eventfd";
-    return -errno;
-  }
   const int fds[2] = {segment_.fd(), own_bell_};
   if (int rc = dialer_.send_hello(local, fds, 2, why); rc < 0) return rc;
   segment_.close_fd();
@@ -331,7 +333,12 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
         if (!waitall || got == total) return ssize_t(got);
         continue;
       }
-      if (n == 0) return ssize_t(got);  // TCP end of stream: the peer closed before switching
+      if (n == 0) {
+        // TCP end of stream. A peer that switched published its offset before its FIN:
+        // look again before concluding that the stream ended on TCP.
+        if (due == kUnknown && tcp_bytes_due() != kUnknown) continue;
+        return ssize_t(got);
+      }
       if (n != -EAGAIN) return got ? ssize_t(got) : n;
     } else if (read_shut_ && handoff_in_.readable(rx_) == 0) {
       return ssize_t(got);  // shutdown(SHUT_RD): end of stream once nothing is waiting
@@ -474,9 +481,12 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
 }
 
 bool Conn::dead_peer(int fd) {
-  // The peer's process is gone when its TCP socket closed: end of stream or a reset.
+  // A peer whose process is gone had its TCP socket closed by the kernel: we see a reset,
+  // or an end of stream that its library did not announce with a FIN on the ring first (an
+  // orderly half-close does, see shutdown()).
   const ssize_t t = tcp_peek(fd);
-  return t == 0 || (t < 0 && t != -EAGAIN);
+  if (t < 0) return t != -EAGAIN;
+  return t == 0 && !rx_.fin();
 }
 
 long Conn::bytes_readable(int fd) {
@@ -542,12 +552,12 @@ void Conn::after_wait() {
 }
 
 int Conn::shutdown(int fd, int how) {
-  // The kernel's state stays authoritative (ENOTCONN, EINVAL), and a peer that never
-  // switched sees the TCP half-close.
-  if (real().shutdown(fd, how) != 0) return -errno;
+  if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return -EINVAL;
   if (how == SHUT_WR || how == SHUT_RDWR) {
+    // The ring's FIN (and the switch offset) go before the kernel's: a peer that sees
+    // the TCP FIN then finds where the stream continued, never a false end of stream.
     std::lock_guard lock(send_lock_);
-    if (phase_ == Phase::active) {
+    if ((phase_ == Phase::active || phase_ == Phase::awaiting_peer) && !write_shut_) {
       if (!tx_switched_) {
         tx_control_.set_switch_offset(tcp_sent_);
         tx_switched_ = true;
@@ -555,14 +565,19 @@ int Conn::shutdown(int fd, int how) {
       tx_.close_write();
       (void)notifier_.data_published();
     }
-    write_shut_ = true;
   }
+  // The kernel's state stays authoritative (ENOTCONN), and a peer that never switched sees
+  // the TCP half-close.
+  if (real().shutdown(fd, how) != 0) return -errno;
+  if (how == SHUT_WR || how == SHUT_RDWR) write_shut_ = true;
   if (how == SHUT_RD || how == SHUT_RDWR) read_shut_ = true;
   return 0;
 }
 
 void Conn::close() {
-  if (phase_ == Phase::active) {
+  // (A connector still awaiting the acceptor does the same: the acceptor may attach later
+  // and must find the stream's end, not take the TCP FIN for a dead peer.)
+  if (phase_ == Phase::active || phase_ == Phase::awaiting_peer) {
     // SO_LINGER {1, 0}: the kernel resets the connection, and the peer must see that reset
     // (ECONNRESET), not an orderly end: no FIN on the ring then.
     if (!abortive_close_) {

@@ -27,6 +27,12 @@ constexpr int kShm = int(TransportId::shm);
 // ring is faster than the peer's process_vm_readv of the sender's buffer.
 constexpr size_t kHandoffThreshold = 256 * 1024;
 
+// How long an acceptor waits for the hello of a fastsock connector that has reached the
+// listener's record but not sent its hello yet (it is between its TCP connect and its next
+// system call). Only such a connector is waited for, never a plain peer; on a loaded host
+// the connector may be descheduled in between, hence more than the library's 2 ms default.
+constexpr uint32_t kHelloBudgetUs = 20'000;
+
 // Why the last prepare_connect of this thread found no partner (read by attach, which runs
 // in the same connect() call).
 thread_local const char* t_prepare_why = nullptr;
@@ -108,7 +114,7 @@ class ShmTransport final : public Transport {
         snprintf(why, why_len, "the listener has no rendezvous record");
         return -ENOENT;
       }
-      shm::MatchResult match = l->match(s.slot->peer);
+      shm::MatchResult match = l->match(s.slot->peer, kHelloBudgetUs);
       if (match.status != shm::MatchStatus::matched) {
         snprintf(why, why_len, "%s", match.why ? match.why : "peer does not run fastsock");
         return match.error ? match.error : -ENOENT;
@@ -122,7 +128,7 @@ class ShmTransport final : public Transport {
       rc = c->start_acceptor(match.handshake, &reason);
     }
     if (rc < 0) {
-      snprintf(why, why_len, "%s", reason);
+      snprintf(why, why_len, "%s (%s)", reason, strerrordesc_np(-rc));
       release(s);
     }
     return rc;

@@ -348,8 +348,14 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
           out[n++] = e;  // the application's own descriptor
           continue;
         }
-        if (r->disabled || r->reported_in == call) continue;
+        if (r->disabled) continue;
         (void)arm(*r, false);  // first: a change after the check below wakes us again
+        if (r->reported_in == call) {
+          // Already reported by this call (from the ready list), and something changed
+          // since: look again at the next wait.
+          push_ready(*r);
+          continue;
+        }
         const uint32_t ev = readiness(*r);
         if (!ev) continue;
         out[n].events = ev;
