@@ -87,6 +87,7 @@ ssize_t kernel_send(int fd, const iovec* iov, int iovcnt, int flags) {
 }  // namespace
 
 Conn::~Conn() {
+  std::free(leftover_);
   if (own_bell_ >= 0) sys::close(own_bell_);
   if (peer_bell_ >= 0) sys::close(peer_bell_);
 }
@@ -266,7 +267,8 @@ bool Conn::ready_for(WaitFor what) {
   return true;
 }
 
-int Conn::wait(int fd, WaitFor what, bool has_deadline, int64_t deadline) {
+int Conn::wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool has_deadline,
+               int64_t deadline) {
   // Spin first: a peer that answers within the budget costs no system call and no sleep.
   if (phase_ == Phase::active && tcp_bytes_due() == 0) {
     const int64_t spin_end = now_ns() + int64_t(options_.spin_us) * 1000;
@@ -294,8 +296,12 @@ int Conn::wait(int fd, WaitFor what, bool has_deadline, int64_t deadline) {
     if (left <= 0) return -EAGAIN;
     timeout_ms = int(std::min<int64_t>((left + 999'999) / 1'000'000, INT_MAX));
   }
+  // Not holding the lock while asleep: another thread may downgrade the connection (fork,
+  // exec, fdopen) or use the other direction meanwhile.
+  lock.unlock();
   const int rc = real().poll(p, n, timeout_ms);
   const int err = errno;
+  lock.lock();
   (void)notifier_.drain();
   if (rc < 0) return -err;
   if (rc == 0 && has_deadline && now_ns() >= deadline) return -EAGAIN;
@@ -303,7 +309,7 @@ int Conn::wait(int fd, WaitFor what, bool has_deadline, int64_t deadline) {
 }
 
 ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
-  std::lock_guard lock(recv_lock_);
+  std::unique_lock lock(recv_lock_);
   const bool peek = flags & MSG_PEEK;
   const bool waitall = (flags & MSG_WAITALL) && !peek;
   const size_t total = iov_total(iov, iovcnt);
@@ -314,9 +320,10 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   int64_t deadline = 0;
   for (;;) {
     check_peer_cheap();
+    note_peer_downgrade();
     const int parts = iov_window(iov, std::min(iovcnt, 1024), got, total - got, part);
-    if (phase_ == Phase::tcp) {
-      const ssize_t n = kernel_recv(fd, part, parts, flags);
+    if (phase_ == Phase::tcp || rx_tcp_) {
+      const ssize_t n = recv_tcp(fd, part, parts, flags);
       if (n < 0) return got ? ssize_t(got) : n;
       return ssize_t(got) + n;
     }
@@ -355,6 +362,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
         return got ? ssize_t(got) : -ECONNRESET;
       }
       if (rx_.eof()) return ssize_t(got);
+      if (note_peer_downgrade()) continue;  // the rest of the stream comes on TCP
       // Empty, no FIN: a peer that died has no FIN on the ring, but the kernel closed its
       // TCP socket, which we see as end of stream or a reset.
       const ssize_t t = tcp_peek(fd);
@@ -370,7 +378,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       has_deadline = socket_deadline(fd, SO_RCVTIMEO, deadline);
       deadline_known = true;
     }
-    if (int w = wait(fd, WaitFor::data, has_deadline, deadline); w < 0) {
+    if (int w = wait(lock, fd, WaitFor::data, has_deadline, deadline); w < 0) {
       if (got) return ssize_t(got);
       if (w == -EINTR && interrupted_call_restarts()) continue;
       return w;
@@ -378,10 +386,52 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   }
 }
 
+ssize_t Conn::recv_tcp(int fd, const iovec* iov, int iovcnt, int flags) {
+  const bool peek = flags & MSG_PEEK;
+  const size_t total = iov_total(iov, iovcnt);
+  size_t got = 0;
+  iovec part[1024];
+  while (leftover_pos_ < leftover_len_ && got < total) {
+    if (tcp_received_ < leftover_after_tcp_) {
+      // The peer's TCP bytes from before its switch come first.
+      const int n = iov_window(iov, std::min(iovcnt, 1024), got,
+                               size_t(std::min<uint64_t>(leftover_after_tcp_ - tcp_received_,
+                                                         total - got)), part);
+      const ssize_t r = kernel_recv(fd, part, n, (flags & ~MSG_WAITALL) | (got ? MSG_DONTWAIT : 0));
+      if (r <= 0) return got ? ssize_t(got) : r;
+      if (peek) return ssize_t(got) + r;
+      tcp_received_ += uint64_t(r);
+      got += size_t(r);
+      continue;
+    }
+    const int n = iov_window(iov, std::min(iovcnt, 1024), got,
+                             std::min(leftover_len_ - leftover_pos_, total - got), part);
+    size_t copied = 0;
+    for (int i = 0; i < n; ++i) {
+      std::memcpy(part[i].iov_base, leftover_ + leftover_pos_ + copied, part[i].iov_len);
+      copied += part[i].iov_len;
+    }
+    got += copied;
+    if (peek) return ssize_t(got);
+    leftover_pos_ += copied;
+    if (!(flags & MSG_WAITALL)) return ssize_t(got);
+  }
+  if (got == total) return ssize_t(got);
+  // The kernel's stream (after the leftover, if any). With bytes already copied, take
+  // what is there without waiting, unless MSG_WAITALL asks for the rest.
+  const int n = iov_window(iov, std::min(iovcnt, 1024), got, total - got, part);
+  const int kflags = got && !(flags & MSG_WAITALL) ? flags | MSG_DONTWAIT : flags;
+  const ssize_t r = kernel_recv(fd, part, n, kflags);
+  if (r < 0) return got ? ssize_t(got) : r;
+  if (!peek) tcp_received_ += uint64_t(r);
+  return ssize_t(got) + r;
+}
+
 ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
-  std::lock_guard lock(send_lock_);
+  std::unique_lock lock(send_lock_);
   check_peer_cheap();
-  if (phase_ == Phase::tcp || phase_ == Phase::awaiting_peer) {
+  if (int rc = serve_resend(fd, flags); rc < 0) return rc;
+  if (phase_ == Phase::tcp || phase_ == Phase::awaiting_peer || tx_tcp_) {
     // Not switched (yet): the kernel carries this end's bytes, and counts them.
     const ssize_t n = kernel_send(fd, iov, iovcnt, flags | MSG_NOSIGNAL);
     if (n > 0) tcp_sent_ += uint64_t(n);
@@ -404,6 +454,19 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       ++index;
       offset = 0;
     }
+    // While this thread slept, the connection may have moved to TCP (a downgrade by either
+    // end): the rest of the message follows there, after any bytes being resent.
+    if (int rc = serve_resend(fd, flags); rc < 0) return sent ? ssize_t(sent) : rc;
+    if (phase_ == Phase::broken) return sent ? ssize_t(sent) : -ECONNRESET;
+    if (phase_ == Phase::tcp || tx_tcp_) {
+      iovec rest[1024];
+      const int parts = iov_window(iov + index, std::min(iovcnt - index, 1024), offset,
+                                   total - sent, rest);
+      const ssize_t k = kernel_send(fd, rest, parts, flags | MSG_NOSIGNAL);
+      if (k < 0) return sent ? ssize_t(sent) : k;
+      tcp_sent_ += uint64_t(k);
+      return ssize_t(sent) + k;
+    }
     const char* base = static_cast<const char*>(iov[index].iov_base) + offset;
     const size_t rest_of_element = iov[index].iov_len - offset;
     // A large element of a blocking send goes by handoff: the peer copies it straight from
@@ -416,12 +479,13 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       if (!nb && handoff_out_.post(tx_, base, rest_of_element)) {
         (void)notifier_.data_published();
         int w = 0;
-        while (!handoff_out_.done()) {
+        while (!handoff_out_.done() && phase_ == Phase::active &&
+               tx_control_.state() != DirectionState::downgrade_requested) {
           if (!deadline_known) {
             has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
             deadline_known = true;
           }
-          if ((w = wait(fd, WaitFor::handoff, has_deadline, deadline)) < 0) {
+          if ((w = wait(lock, fd, WaitFor::handoff, has_deadline, deadline)) < 0) {
             if (w == -EINTR && interrupted_call_restarts()) continue;
             break;
           }
@@ -429,6 +493,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
         }
         const size_t taken = handoff_out_.finish();
         if (handoff_out_.corrupt()) break_connection("the handoff slot is corrupt");
+        shm_sent_ += taken;
         sent += taken;
         offset += taken;
         if (taken < rest_of_element && (w < 0 || phase_ == Phase::broken || dead_peer(fd))) {
@@ -444,6 +509,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
     const size_t n = tx_.write(part, parts, total - sent);
     if (n > 0) {
       (void)notifier_.data_published();
+      shm_sent_ += n;
       sent += n;
       size_t advance = n;
       while (advance > 0) {
@@ -471,13 +537,103 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
       deadline_known = true;
     }
-    if (int w = wait(fd, WaitFor::space, has_deadline, deadline); w < 0) {
+    if (int w = wait(lock, fd, WaitFor::space, has_deadline, deadline); w < 0) {
       if (sent) return ssize_t(sent);
       if (w == -EINTR && interrupted_call_restarts()) continue;
       return w;
     }
   }
   return ssize_t(sent);
+}
+
+void Conn::downgrade(int fd, const char* why) {
+  std::lock_guard send_lock(send_lock_);
+  std::lock_guard recv_lock(recv_lock_);
+  if (phase_ != Phase::active && phase_ != Phase::awaiting_peer) return;
+  // This end's stream: its last ring byte is written (the send lock is held). Normally the
+  // peer empties the ring, then reads TCP. If the peer already left the ring itself, it
+  // asked for the bytes it did not read: resend them now, before anything new.
+  if (!tx_switched_) {
+    tx_control_.set_switch_offset(tcp_sent_);
+    tx_switched_ = true;
+  }
+  if (tx_control_.resume_on_tcp() == DirectionState::downgrade_requested) {
+    while (!tx_tcp_ && serve_resend(fd, 0) == -EINTR) {}
+  }
+  tx_tcp_ = true;
+  // The peer's stream: this end reads no more of the ring, and asks the peer to resend
+  // what it did not consume. If the peer already left the ring, the ring holds the last of
+  // its bytes before TCP: keep them for the next reads.
+  if (rx_control_.request_downgrade() == DirectionState::tcp_resumed) keep_ring_leftover();
+  rx_tcp_ = true;
+  (void)notifier_.data_published();
+  (void)notifier_.space_freed();
+  snprintf(reason_, sizeof reason_, "moved to TCP: %s", why);
+  fallback_reason_ = reason_;
+  phase_ = Phase::tcp;
+}
+
+void Conn::keep_ring_leftover() {
+  const size_t n = handoff_in_.readable(rx_);
+  if (n == 0) return;
+  leftover_ = static_cast<char*>(std::malloc(n));
+  if (!leftover_) {
+    break_connection("out of memory for the bytes left in the ring");
+    return;
+  }
+  iovec v{leftover_, n};
+  leftover_len_ = handoff_in_.read(rx_, &v, 1, n, false);
+  leftover_pos_ = 0;
+  // They follow the TCP bytes the peer sent before its switch.
+  uint64_t offset = 0;
+  leftover_after_tcp_ = rx_control_.switch_offset(offset) ? offset : tcp_received_;
+}
+
+bool Conn::note_peer_downgrade() {
+  if (phase_ != Phase::active || rx_tcp_) return false;
+  if (rx_control_.state() != DirectionState::tcp_resumed) return false;
+  // The peer's state store follows its last ring byte: once the ring (and any handoff) is
+  // empty after seeing it, nothing more comes that way.
+  if (tcp_bytes_due() != 0 || handoff_in_.readable(rx_) != 0) return false;
+  rx_tcp_ = true;
+  if (tx_tcp_) fall_back("the peer moved the connection to TCP");
+  return true;
+}
+
+int Conn::serve_resend(int fd, int flags) {
+  if (tx_tcp_ || (phase_ != Phase::active && phase_ != Phase::tcp)) return 0;
+  if (!resending_) {
+    if (tx_control_.state() != DirectionState::downgrade_requested) return 0;
+    uint64_t consumed;
+    if (!tx_control_.peer_consumed(shm_sent_, consumed) || shm_sent_ - consumed > tx_.window()) {
+      break_connection("the peer's consumed count is inconsistent");
+      return -ECONNRESET;
+    }
+    // What the peer did not take is still in the ring, right before the tail.
+    resend_next_ = tx_.written() - (shm_sent_ - consumed);
+    resending_ = true;
+  }
+  const unsigned char* data = segment_.ring_data(side_);
+  const uint64_t mask = tx_.window() - 1;
+  while (resend_next_ < tx_.written()) {
+    const uint64_t pos = resend_next_ & mask;
+    const size_t len = size_t(std::min<uint64_t>(tx_.written() - resend_next_, mask + 1 - pos));
+    const iovec v{const_cast<unsigned char*>(data + pos), len};
+    const ssize_t n = kernel_send(fd, &v, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == -EAGAIN) {
+      if (nonblocking(fd, flags)) return -EAGAIN;
+      pollfd p{fd, POLLOUT, 0};
+      if (real().poll(&p, 1, -1) < 0 && errno == EINTR) return -EINTR;  // room comes: the peer reads TCP now
+      continue;
+    }
+    if (n < 0) return n;
+    resend_next_ += uint64_t(n);
+    tcp_sent_ += uint64_t(n);
+  }
+  resending_ = false;
+  tx_tcp_ = true;
+  if (rx_tcp_ && phase_ == Phase::active) fall_back("the peer moved the connection to TCP");
+  return 0;
 }
 
 bool Conn::dead_peer(int fd) {
@@ -491,7 +647,8 @@ bool Conn::dead_peer(int fd) {
 
 long Conn::bytes_readable(int fd) {
   check_peer_cheap();
-  if (phase_ == Phase::tcp || tcp_bytes_due() > 0) {
+  (void)note_peer_downgrade();
+  if (phase_ == Phase::tcp || rx_tcp_ || tcp_bytes_due() > 0) {
     int n = 0;
     return real().ioctl(fd, FIONREAD, &n) == 0 ? n : -errno;
   }
@@ -501,6 +658,13 @@ long Conn::bytes_readable(int fd) {
 
 short Conn::poll_now(int fd, short events) {
   check_peer_cheap();
+  (void)note_peer_downgrade();
+  if (phase_ == Phase::active && !tx_tcp_ && send_lock_.try_lock()) {
+    // A peer that asked for a downgrade may be waiting for the resend: make progress
+    // (never blocking here; wait_fds watches the socket for room while it is unfinished).
+    (void)serve_resend(fd, MSG_DONTWAIT);
+    send_lock_.unlock();
+  }
   if (phase_ == Phase::tcp) {
     pollfd p{fd, events, 0};
     return real().poll(&p, 1, 0) > 0 ? p.revents : 0;
@@ -508,23 +672,23 @@ short Conn::poll_now(int fd, short events) {
   if (phase_ == Phase::broken) return short(POLLERR | POLLHUP | (events & (POLLIN | POLLOUT)));
   short rev = 0;
   if (events & (POLLIN | POLLRDHUP)) {
-    const bool ring_turn = tcp_bytes_due() == 0;
+    const bool ring_turn = !rx_tcp_ && tcp_bytes_due() == 0;
     const bool fin = ring_turn && rx_.fin();
     if (ring_turn && (fin || handoff_in_.readable(rx_) > 0 || rx_.corrupt())) {
       rev |= POLLIN;
       if (fin) rev |= POLLRDHUP;
     } else {
-      // TCP: bytes before the switch, or the end of a peer that died.
+      // TCP: bytes before the switch or after a downgrade, or the end of a dead peer.
       pollfd p{fd, short(POLLIN | POLLRDHUP), 0};
       if (real().poll(&p, 1, 0) > 0) rev |= short(p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR));
     }
   }
   if (events & POLLOUT) {
-    if (phase_ == Phase::awaiting_peer) {
+    if (phase_ == Phase::awaiting_peer || tx_tcp_) {
       pollfd p{fd, POLLOUT, 0};
       if (real().poll(&p, 1, 0) > 0) rev |= short(p.revents & (POLLOUT | POLLERR | POLLHUP));
-    } else if (write_shut_ || tx_.read_closed() ||
-               tx_.writable() * 4 >= tx_.window()) {  // TCP's low-water mark, roughly
+    } else if (!resending_ && (write_shut_ || tx_.read_closed() ||
+                               tx_.writable() * 4 >= tx_.window())) {  // TCP's low-water mark, roughly
       rev |= POLLOUT;
     }
   }
@@ -541,7 +705,8 @@ int Conn::wait_fds(int fd, short events, pollfd* out) {
   if (events & POLLOUT) notifier_.arm_for_space();
   out[n++] = pollfd{own_bell_, POLLIN, 0};
   short tcp_events = POLLIN | POLLRDHUP;
-  if (phase_ == Phase::awaiting_peer) tcp_events |= short(events & POLLOUT);
+  if (phase_ == Phase::awaiting_peer || tx_tcp_) tcp_events |= short(events & POLLOUT);
+  if (resending_) tcp_events |= POLLOUT;
   out[n++] = pollfd{fd, tcp_events, 0};
   if (phase_ == Phase::awaiting_peer && dialer_.fd() >= 0) out[n++] = pollfd{dialer_.fd(), POLLIN, 0};
   return n;

@@ -77,6 +77,16 @@ class Conn {
   int wait_fds(int fd, short events, pollfd* out);
   void after_wait();
   int shutdown(int fd, int how);
+  // This end moves the connection to TCP for good (fork, exec, fdopen, passing the
+  // descriptor): its ring stream ends, and the peer resends on TCP what this end did not
+  // read (design §3, downgrade by offsets). Nothing is lost or duplicated.
+  void downgrade(int fd, const char* why);
+  // Nothing of the connection is left in shared memory or in this object: the kernel
+  // socket alone carries it from now on.
+  bool settled() const {
+    return phase_ == Phase::tcp && !resending_ && leftover_pos_ == leftover_len_;
+  }
+
   // The last descriptor closes: FIN on shm for the peer, after every byte already sent
   // (unless SO_LINGER {1, 0} asked for a reset).
   void close();
@@ -95,10 +105,22 @@ class Conn {
   uint64_t tcp_bytes_due();
   enum class WaitFor : uint8_t { data, space, handoff };
   bool ready_for(WaitFor what);
+  // The peer moved its stream to TCP and the ring is empty: read TCP from now on. True
+  // when that just happened.
+  bool note_peer_downgrade();
+  // The peer asked for a downgrade: resend on TCP what it did not consume, then send on
+  // TCP. 0, or -EAGAIN (non-blocking, not done yet), or -errno.
+  int serve_resend(int fd, int flags);
+  // The peer left the ring before this end's downgrade: its last ring bytes move into
+  // leftover_, served after the peer's pre-switch TCP bytes and before the rest of TCP.
+  void keep_ring_leftover();
+  // recv() for a connection on TCP that may still have leftover bytes.
+  ssize_t recv_tcp(int fd, const iovec* iov, int iovcnt, int flags);
   bool dead_peer(int fd);
   // Sleeps until `what` is ready or the TCP socket changes, after the spin budget, until
   // the deadline (SO_RCVTIMEO/SO_SNDTIMEO). 0, -EAGAIN (timeout), -EINTR.
-  int wait(int fd, WaitFor what, bool has_deadline, int64_t deadline_ns);
+  int wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool has_deadline,
+           int64_t deadline_ns);
   // The kernel socket's view: 0 = EOF, >0 = data waiting, -EAGAIN = nothing, other -errno.
   ssize_t tcp_peek(int fd);
 
@@ -127,6 +149,14 @@ class Conn {
   bool write_shut_ = false;
   bool read_shut_ = false;
   bool abortive_close_ = false;
+  // After a downgrade by the peer, each direction moves to TCP on its own.
+  std::atomic<bool> tx_tcp_{false}, rx_tcp_{false};
+  uint64_t shm_sent_ = 0;     // stream bytes sent on shm (ring and handoff)
+  bool resending_ = false;    // serving the peer's downgrade request
+  char* leftover_ = nullptr;
+  size_t leftover_len_ = 0, leftover_pos_ = 0;
+  uint64_t leftover_after_tcp_ = 0;  // TCP bytes that come before the leftover
+  uint64_t resend_next_ = 0;  // ring counter of the next byte to resend
   unsigned calls_since_check_ = 0;
 };
 

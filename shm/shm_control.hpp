@@ -53,18 +53,27 @@ class Control {
   void set_state(DirectionState s) {
     dir_->control.state.store(uint32_t(s), std::memory_order_release);
   }
-  // active -> downgrade_requested; false if the direction was not active.
-  bool request_downgrade() {
-    uint32_t expected = uint32_t(DirectionState::active);
-    return dir_->control.state.compare_exchange_strong(
-        expected, uint32_t(DirectionState::downgrade_requested), std::memory_order_acq_rel);
-  }
+  // Leaving the ring, from either end (design §3, downgrade by offsets): the first to
+  // leave sets its state; the other end sees it and does its part. Both return the state
+  // found when the direction was not active any more (the CAS failed), else `active`.
+  // Consumer: active -> downgrade_requested (the producer resends what was not consumed).
+  DirectionState request_downgrade() { return leave(DirectionState::downgrade_requested); }
+  // Producer: active -> tcp_resumed (the consumer empties the ring, then reads TCP).
+  DirectionState resume_on_tcp() { return leave(DirectionState::tcp_resumed); }
 
   // Reserved for the fork work: one lock word per role of this direction, 0 when unlocked.
   std::atomic<uint32_t>& producer_lock() const { return dir_->producer.lock; }
   std::atomic<uint32_t>& consumer_lock() const { return dir_->consumer.lock; }
 
  private:
+  DirectionState leave(DirectionState to) {
+    uint32_t expected = uint32_t(DirectionState::active);
+    if (dir_->control.state.compare_exchange_strong(expected, uint32_t(to),
+                                                    std::memory_order_acq_rel))
+      return DirectionState::active;
+    return expected <= kMaxDirectionState ? DirectionState(expected) : DirectionState::dead;
+  }
+
   Direction* dir_ = nullptr;
 };
 

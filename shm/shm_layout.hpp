@@ -86,8 +86,17 @@ static_assert(offsetof(ConsumerLine, lock) == 20);
 static_assert(sizeof(ConsumerLine) == 64);
 
 // State of one direction, written by whichever end runs the switch protocol (src/).
-enum class DirectionState : uint32_t { active = 0, downgrade_requested = 1, dead = 2 };
-inline constexpr uint32_t kMaxDirectionState = uint32_t(DirectionState::dead);
+// active: bytes flow on the ring. downgrade_requested (set by the consumer): it can no
+// longer read the ring; the producer resends what it did not consume on TCP and continues
+// there. tcp_resumed (set by the producer after its last ring byte): the stream continues on
+// TCP once the ring is empty. dead: unusable.
+enum class DirectionState : uint32_t {
+  active = 0,
+  downgrade_requested = 1,
+  dead = 2,
+  tcp_resumed = 3,
+};
+inline constexpr uint32_t kMaxDirectionState = uint32_t(DirectionState::tcp_resumed);
 
 struct alignas(64) ControlLine {
   std::atomic<uint32_t> state;  // DirectionState

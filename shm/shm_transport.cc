@@ -163,6 +163,11 @@ class ShmTransport final : public Transport {
     const auto* lg = static_cast<const linger*>(value);
     conn(s).set_abortive_close(lg->l_onoff && lg->l_linger == 0);
   }
+  void downgrade(Socket& s, int fd, const char* why) noexcept override {
+    if (!s.link_state) return;
+    conn(s).downgrade(fd, why);
+    note_fallback(s);
+  }
   int shutdown(Socket& s, int fd, int how) noexcept override { return conn(s).shutdown(fd, how); }
   void detach(Socket& s) noexcept override {
     if (s.link_state) conn(s).close();
@@ -176,11 +181,14 @@ class ShmTransport final : public Transport {
   }
 
   // A connection that fell back to TCP after attaching (the acceptor rejected it or never
-  // answered) says so in its stats slot, with the reason.
+  // answered, or either end downgraded it) says so in its stats slot, with the reason.
   static void note_fallback(Socket& s) noexcept {
-    if (s.slot->transport != uint8_t(TransportId::shm)) return;
     const shm::Conn::Phase phase = conn(s).phase();
     if (phase != shm::Conn::Phase::tcp && phase != shm::Conn::Phase::broken) return;
+    // On TCP for good, once nothing is left to serve from here: the data calls go straight
+    // to the kernel again (the Conn stays until the last close, for detach).
+    if (conn(s).settled()) s.user_io.store(false, std::memory_order_relaxed);
+    if (s.slot->transport != uint8_t(TransportId::shm)) return;  // already said
     s.slot->transport = uint8_t(TransportId::tcp);
     snprintf(s.slot->reason, sizeof s.slot->reason, "shm: %s%s",
              phase == shm::Conn::Phase::broken ? "broken: " : "", conn(s).fallback_reason());

@@ -92,6 +92,9 @@ void release(Socket* s) noexcept {
   }
 }
 
+// One past the highest chunk ever allocated: walks over the table stop there.
+std::atomic<size_t> g_chunk_limit{0};
+
 Entry* entry_for(int fd, bool create) noexcept {
   if (fd < 0 || fd >= fd_table::kMaxFd) return nullptr;
   auto& top = g_chunks[size_t(fd) >> fd_table::kChunkBits];
@@ -102,6 +105,9 @@ Entry* entry_for(int fd, bool create) noexcept {
     if (!fresh) return nullptr;
     if (top.compare_exchange_strong(chunk, fresh, std::memory_order_acq_rel)) {
       chunk = fresh;
+      const size_t limit = (size_t(fd) >> fd_table::kChunkBits) + 1;
+      size_t seen = g_chunk_limit.load(std::memory_order_relaxed);
+      while (seen < limit && !g_chunk_limit.compare_exchange_weak(seen, limit)) {}
     } else {
       munmap(fresh, sizeof(Entry) * fd_table::kChunkSize);  // another thread won the race
     }
@@ -174,6 +180,19 @@ void remove_range(unsigned first, unsigned last) noexcept {
     }
     if (chunk_end == last) break;
     fd = chunk_end + 1;
+  }
+}
+
+void for_each_socket(void (*fn)(int fd, Socket& s, void* context), void* context) noexcept {
+  const size_t limit = g_chunk_limit.load(std::memory_order_acquire);
+  for (size_t c = 0; c < limit; ++c) {
+    Entry* chunk = g_chunks[c].load(std::memory_order_acquire);
+    if (!chunk) continue;
+    for (int i = 0; i < kChunkSize; ++i) {
+      if (!chunk[i].load(std::memory_order_relaxed)) continue;
+      SocketRef s = detail::lookup_slow(chunk[i]);
+      if (s) fn(int(c << kChunkBits) + i, *s, context);
+    }
   }
 }
 

@@ -87,6 +87,10 @@ inline void remove(int fd) noexcept { install(fd, nullptr); }
 // Forgets every descriptor in [first, last] (close_range, closefrom).
 void remove_range(unsigned first, unsigned last) noexcept;
 
+// Calls fn for every tracked descriptor (a Socket reachable through several descriptors
+// is passed once per descriptor). For the rare whole-process events: fork, exec.
+void for_each_socket(void (*fn)(int fd, Socket& s, void* context), void* context) noexcept;
+
 // Number of Socket objects alive (tests, stats).
 size_t live_sockets() noexcept;
 

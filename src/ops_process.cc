@@ -11,10 +11,13 @@
 
 #include <atomic>
 
+#include "fd_table.hpp"
 #include "ops.hpp"
 #include "process.hpp"
 #include "real.hpp"
 #include "result.hpp"
+#include "transport.hpp"
+#include "user_io.hpp"
 #include "stats.hpp"
 
 namespace fastsock {
@@ -32,9 +35,26 @@ void register_fork_handlers(const ForkHandlers& handlers) noexcept {
   if (i < kMaxForkHandlers) g_handlers[i] = handlers;
 }
 
+namespace {
+
+// Every connection a link carries outside the kernel goes back to the kernel before fork
+// and exec: after fork two processes would share one end of a ring, and an exec'd program
+// cannot find the ring at all; the kernel socket follows both correctly.
+void downgrade_all(const char* why) noexcept {
+  fd_table::for_each_socket(
+      [](int fd, Socket& s, void* reason) {
+        if (Transport* link = ops::user_link(s))
+          link->downgrade(s, fd, static_cast<const char*>(reason));
+      },
+      const_cast<char*>(why));
+}
+
+}  // namespace
+
 namespace ops {
 
 long fork() {
+  downgrade_all("fork");
   const int n = std::min(g_handler_count.load(), kMaxForkHandlers);
   for (int i = 0; i < n; ++i) g_handlers[i].prepare();
   const pid_t pid = real().fork();
@@ -48,6 +68,7 @@ namespace {
 // Runs an exec entry point with the stats file unlinked; it only returns on failure.
 template <typename Call>
 long exec_with(Call&& call) {
+  downgrade_all("exec");
   stats::before_exec();
   const long rc = neg_errno(call());
   stats::after_failed_exec();

@@ -81,6 +81,12 @@ class Transport {
   virtual void option_set(Socket& s, int level, int name, const void* value,
                           socklen_t len) noexcept = 0;
 
+  // Hands the connection back to the kernel for good, without losing or duplicating a
+  // byte (design §3), because this process is about to do something the link cannot
+  // follow: fork, exec, fdopen (stdio reads and writes inside glibc), passing the
+  // descriptor to another process. No-op for a link the kernel carries.
+  virtual void downgrade(Socket& s, int fd, const char* why) noexcept = 0;
+
   virtual int shutdown(Socket& s, int fd, int how) noexcept = 0;
   // The last descriptor of the connection is closing: release per-connection resources.
   virtual void detach(Socket& s) noexcept = 0;

@@ -48,19 +48,24 @@ TEST_CASE("consumed counts ring and handoff bytes; a claim beyond what was sent 
   CHECK_FALSE(ctl.peer_consumed(3000, consumed));
 }
 
-TEST_CASE("direction state: downgrade request only from active; unknown values read as dead") {
+TEST_CASE("direction state: the first end to leave the ring wins; unknown values read as dead") {
   Segment a;
   REQUIRE(a.create(Limits{}).ok());
   Control c(a, 0);
   CHECK(c.state() == DirectionState::active);
-  CHECK(c.request_downgrade());
+  CHECK(c.request_downgrade() == DirectionState::active);  // the consumer left first
   CHECK(c.state() == DirectionState::downgrade_requested);
-  CHECK_FALSE(c.request_downgrade());
+  CHECK(c.resume_on_tcp() == DirectionState::downgrade_requested);  // the producer learns it
+  CHECK(c.state() == DirectionState::downgrade_requested);
+  Control other(a, 1);
+  CHECK(other.resume_on_tcp() == DirectionState::active);  // the producer left first
+  CHECK(other.request_downgrade() == DirectionState::tcp_resumed);
+  CHECK(other.state() == DirectionState::tcp_resumed);
   c.set_state(DirectionState::dead);
-  CHECK_FALSE(c.request_downgrade());
+  CHECK(c.request_downgrade() == DirectionState::dead);
   a.layout()->dir[0].control.state.store(77);
   CHECK(c.state() == DirectionState::dead);
-  CHECK(Control(a, 1).state() == DirectionState::active);
+  CHECK(Control(a, 1).state() == DirectionState::tcp_resumed);
   CHECK(&c.producer_lock() == &a.layout()->dir[0].producer.lock);
   CHECK(&c.consumer_lock() == &a.layout()->dir[0].consumer.lock);
   CHECK(c.producer_lock().load() == 0);

@@ -50,6 +50,7 @@ class TcpTransport final : public Transport {
   }
   void disarm(Socket&) noexcept override {}
   void option_set(Socket&, int, int, const void*, socklen_t) noexcept override {}
+  void downgrade(Socket&, int, const char*) noexcept override {}
   int shutdown(Socket&, int fd, int how) noexcept override {
     return int(neg_errno(real().shutdown(fd, how)));
   }
