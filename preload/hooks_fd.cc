@@ -22,6 +22,7 @@ FASTSOCK_HOOK void closefrom(int lowfd) noexcept {
   errno = saved;
 }
 FASTSOCK_HOOK int fclose(FILE* stream) { FASTSOCK_RETURN(int, ops::fclose(stream)); }
+FASTSOCK_HOOK FILE* fdopen(int fd, const char* mode) noexcept { return ops::fdopen(fd, mode); }
 FASTSOCK_HOOK int dup(int fd) noexcept { FASTSOCK_RETURN(int, ops::dup(fd)); }
 FASTSOCK_HOOK int dup2(int fd, int newfd) noexcept { FASTSOCK_RETURN(int, ops::dup2(fd, newfd)); }
 FASTSOCK_HOOK int dup3(int fd, int newfd, int flags) noexcept {

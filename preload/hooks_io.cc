@@ -70,11 +70,14 @@ FASTSOCK_HOOK ssize_t sendto(int fd, const void* buf, size_t len, int flags, con
   FASTSOCK_RETURN_DIRECT(ssize_t, ops::sendto(fd, buf, len, flags, addr, alen));
 }
 FASTSOCK_HOOK ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
-  if (!fd_table::maybe_tracked(fd)) return real().sendmsg(fd, msg, flags);
+  // (Ancillary data may pass descriptors, on any socket: then the core must see it.)
+  if (!fd_table::maybe_tracked(fd) && (!msg || !msg->msg_controllen))
+    return real().sendmsg(fd, msg, flags);
   FASTSOCK_RETURN_DIRECT(ssize_t, ops::sendmsg(fd, msg, flags));
 }
 FASTSOCK_HOOK int sendmmsg(int fd, mmsghdr* msgs, unsigned n, int flags) {
-  if (!fd_table::maybe_tracked(fd)) return real().sendmmsg(fd, msgs, n, flags);
+  if (!fd_table::maybe_tracked(fd) && !ops::passes_control_data(msgs, n))
+    return real().sendmmsg(fd, msgs, n, flags);
   FASTSOCK_RETURN_DIRECT(int, ops::sendmmsg(fd, msgs, n, flags));
 }
 FASTSOCK_HOOK ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {

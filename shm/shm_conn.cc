@@ -321,6 +321,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   for (;;) {
     check_peer_cheap();
     note_peer_downgrade();
+    serve_resend_if_asked(fd);
     const int parts = iov_window(iov, std::min(iovcnt, 1024), got, total - got, part);
     if (phase_ == Phase::tcp || rx_tcp_) {
       const ssize_t n = recv_tcp(fd, part, parts, flags);
@@ -549,6 +550,9 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
 void Conn::downgrade(int fd, const char* why) {
   std::lock_guard send_lock(send_lock_);
   std::lock_guard recv_lock(recv_lock_);
+  // A connector that has not looked at the acceptor's answer yet collects it now: the
+  // acceptor's eventfd is needed to wake it for the resend.
+  if (phase_ == Phase::awaiting_peer) (void)check_peer();
   if (phase_ != Phase::active && phase_ != Phase::awaiting_peer) return;
   // This end's stream: its last ring byte is written (the send lock is held). Normally the
   // peer empties the ring, then reads TCP. If the peer already left the ring itself, it
@@ -656,15 +660,21 @@ long Conn::bytes_readable(int fd) {
   return long(std::min<size_t>(handoff_in_.readable(rx_), INT_MAX));
 }
 
+void Conn::serve_resend_if_asked(int fd) {
+  if (phase_ != Phase::active || tx_tcp_) return;
+  if (!resending_ && tx_control_.state() != DirectionState::downgrade_requested) return;
+  // The peer that asked is waiting for these bytes, and this end may be in any call on the
+  // connection (or in poll): make progress without blocking, unless a send is under way in
+  // another thread (it serves the request itself). wait_fds watches the socket for room.
+  if (!send_lock_.try_lock()) return;
+  (void)serve_resend(fd, MSG_DONTWAIT);
+  send_lock_.unlock();
+}
+
 short Conn::poll_now(int fd, short events) {
   check_peer_cheap();
   (void)note_peer_downgrade();
-  if (phase_ == Phase::active && !tx_tcp_ && send_lock_.try_lock()) {
-    // A peer that asked for a downgrade may be waiting for the resend: make progress
-    // (never blocking here; wait_fds watches the socket for room while it is unfinished).
-    (void)serve_resend(fd, MSG_DONTWAIT);
-    send_lock_.unlock();
-  }
+  serve_resend_if_asked(fd);
   if (phase_ == Phase::tcp) {
     pollfd p{fd, events, 0};
     return real().poll(&p, 1, 0) > 0 ? p.revents : 0;

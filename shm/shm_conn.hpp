@@ -111,6 +111,7 @@ class Conn {
   // The peer asked for a downgrade: resend on TCP what it did not consume, then send on
   // TCP. 0, or -EAGAIN (non-blocking, not done yet), or -errno.
   int serve_resend(int fd, int flags);
+  void serve_resend_if_asked(int fd);
   // The peer left the ring before this end's downgrade: its last ring bytes move into
   // leftover_, served after the peer's pre-switch TCP bytes and before the rest of TCP.
   void keep_ring_leftover();

@@ -43,6 +43,10 @@ long close_range(unsigned first, unsigned last, int flags);
 void closefrom(int lowfd);
 // A FILE opened with fdopen() on a socket closes it inside glibc, out of the hooks' sight.
 long fclose(FILE* stream);
+// stdio reads and writes a FILE's descriptor inside glibc, out of the hooks' sight too: a
+// connection that a link carries outside the kernel moves back to the kernel first. Returns
+// what fdopen returns (errno set by it alone).
+FILE* fdopen(int fd, const char* mode) noexcept;
 long dup(int fd);
 long dup2(int fd, int newfd);
 long dup3(int fd, int newfd, int flags);
@@ -69,6 +73,8 @@ long sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* addr
             socklen_t alen);
 long sendmsg(int fd, const msghdr* msg, int flags);
 long sendmmsg(int fd, mmsghdr* msgs, unsigned n, int flags);
+// Whether any of the messages carries ancillary data (which may pass descriptors).
+bool passes_control_data(const mmsghdr* msgs, unsigned n) noexcept;
 long sendfile(int out_fd, int in_fd, off_t* offset, size_t count);
 long sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count);
 long splice(int fd_in, loff_t* off_in, int fd_out, loff_t* off_out, size_t len,

@@ -12,6 +12,7 @@
 #include "ops.hpp"
 #include "real.hpp"
 #include "result.hpp"
+#include "transport.hpp"
 #include "user_io.hpp"
 
 namespace fastsock::ops {
@@ -65,6 +66,16 @@ long fclose(FILE* stream) {
   }
   // fclose returns EOF (not -1 by contract) on failure; EOF is -1 in glibc.
   return neg_errno(real().fclose(stream));
+}
+
+FILE* fdopen(int fd, const char* mode) noexcept {
+  if (fd_table::maybe_tracked(fd)) {
+    const int saved_errno = errno;
+    SocketRef s = fd_table::lookup(fd);
+    if (s && user_link(*s)) s->link->downgrade(*s, fd, "fdopen (stdio uses the kernel socket)");
+    errno = saved_errno;
+  }
+  return real().fdopen(fd, mode);
 }
 
 long dup(int fd) {

@@ -2,10 +2,13 @@
 // called, with its flags untouched; a connection on a link that carries data itself (shm,
 // verbs) goes to that link's send/recv (see user_io.hpp). Either way the bytes moved are
 // counted for `fastsock stat`.
+#include <cstring>
+
 #include "fd_table.hpp"
 #include "ops.hpp"
 #include "real.hpp"
 #include "result.hpp"
+#include "transport.hpp"
 #include "user_io.hpp"
 
 namespace fastsock::ops {
@@ -45,6 +48,25 @@ inline long routed_mmsg(int fd, mmsghdr* msgs, bool peek, Kernel&& kernel, User&
 }
 
 iovec one(const void* buf, size_t len) { return iovec{const_cast<void*>(buf), len}; }
+
+// A connection whose descriptor goes to another process (SCM_RIGHTS) moves back to the
+// kernel first: the receiving process gets a plain kernel socket, which it can use with
+// or without the library.
+void before_passing_descriptors(const msghdr* msg) {
+  if (!msg || !msg->msg_control || msg->msg_controllen == 0) return;
+  for (cmsghdr* c = CMSG_FIRSTHDR(const_cast<msghdr*>(msg)); c;
+       c = CMSG_NXTHDR(const_cast<msghdr*>(msg), c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (!fd_table::maybe_tracked(fd)) continue;
+      SocketRef s = fd_table::lookup(fd);
+      if (s && user_link(*s)) s->link->downgrade(*s, fd, "descriptor passed to another process");
+    }
+  }
+}
 
 }  // namespace
 
@@ -147,13 +169,21 @@ long sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* addr
 }
 
 long sendmsg(int fd, const msghdr* msg, int flags) {
+  before_passing_descriptors(msg);
   return routed<Dir::sent>(fd, true, [&] { return real().sendmsg(fd, msg, flags); },
                            [&](Socket& s) {
                              return user_send(s, fd, msg->msg_iov, int(msg->msg_iovlen), flags);
                            });
 }
 
+bool passes_control_data(const mmsghdr* msgs, unsigned n) noexcept {
+  for (unsigned i = 0; i < n; ++i)
+    if (msgs[i].msg_hdr.msg_controllen) return true;
+  return false;
+}
+
 long sendmmsg(int fd, mmsghdr* msgs, unsigned n, int flags) {
+  for (unsigned i = 0; i < n; ++i) before_passing_descriptors(&msgs[i].msg_hdr);
   return routed_mmsg<Dir::sent>(fd, msgs, false,
                                 [&] { return real().sendmmsg(fd, msgs, n, flags); },
                                 [&](Socket& s) { return user_sendmmsg(s, fd, msgs, n, flags); });

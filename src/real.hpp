@@ -34,6 +34,7 @@ namespace fastsock {
   X(close_range, int, (unsigned, unsigned, int))                                            \
   X(closefrom, void, (int))                                                                 \
   X(fclose, int, (FILE*))                                                                    \
+  X(fdopen, FILE*, (int, const char*))                                                       \
   X(dup, int, (int))                                                                        \
   X(dup2, int, (int, int))                                                                  \
   X(dup3, int, (int, int, int))                                                             \

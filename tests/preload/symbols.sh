@@ -9,7 +9,7 @@ init_test symbols
 require_cmd nm
 
 hooked="socket socketpair bind listen accept accept4 connect shutdown close close_range
-closefrom fclose dup dup2 dup3 fcntl fcntl64 ioctl getsockopt setsockopt getsockname getpeername
+closefrom fclose fdopen dup dup2 dup3 fcntl fcntl64 ioctl getsockopt setsockopt getsockname getpeername
 read readv write writev recv recvfrom recvmsg recvmmsg send sendto sendmsg sendmmsg
 sendfile sendfile64 splice poll ppoll select pselect epoll_create epoll_create1 epoll_ctl
 epoll_wait epoll_pwait epoll_pwait2 fork vfork execve execv execvp execvpe execl execlp
