@@ -39,7 +39,11 @@ if info is not None:
     tcp = by_name.get("tcp", {})
     check(tcp.get("available") is True and tcp.get("in_build") is True,
           "tcp is in the build and usable", tcp)
-    for name in ("shm", "verbs", "vendor"):
+    shm = by_name.get("shm", {})
+    check(shm.get("available") is True and shm.get("in_build") is True
+          and "same-host" in shm.get("reason", ""),
+          "shm is in the build and usable on this host (memfd_create works)", shm)
+    for name in ("verbs", "vendor"):
         t = by_name.get(name, {})
         check(t.get("available") is False and len(t.get("reason", "")) > 0,
               f"{name} is not usable and says why", t)
