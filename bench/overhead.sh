@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # bench/overhead.sh: what libfastsock costs a program when it only passes calls through.
 #
+# The preloaded runs use FASTSOCK_TRANSPORTS=tcp: every connection stays on kernel TCP, so
+# the difference is the interposition layer's own cost (the foundation's targets). What the
+# faster links gain is measured by bench/shm.sh and fastsock-pipe --compare.
+#
 # Runs each workload without and with LD_PRELOAD=libfastsock.so in one invocation,
 # interleaved round by round (A/B, then B/A, ...) so that drift on a noisy machine hits both
 # sides alike, and prints medians and the ratio with/without. Each run reports its best
@@ -131,7 +135,7 @@ run_one() {
   command_of "$workload"
   if [[ $variant == with ]]; then
     expected=1
-    out=$(env LD_PRELOAD="$lib" "${cmd[@]}" 2>"$tmp/stderr") || status=$?
+    out=$(env LD_PRELOAD="$lib" FASTSOCK_TRANSPORTS=tcp "${cmd[@]}" 2>"$tmp/stderr") || status=$?
   else
     expected=0
     out=$(env -u LD_PRELOAD "${cmd[@]}" 2>"$tmp/stderr") || status=$?
@@ -181,7 +185,7 @@ cg_total() {   # variant, then the command: prints the instructions of all its p
   local variant=$1; shift
   rm -f "$tmp"/cgout.*
   if [[ $variant == with ]]; then
-    env LD_PRELOAD="$lib" valgrind -q --tool=callgrind --callgrind-out-file="$tmp/cgout.%p" "$@" \
+    env LD_PRELOAD="$lib" FASTSOCK_TRANSPORTS=tcp valgrind -q --tool=callgrind --callgrind-out-file="$tmp/cgout.%p" "$@" \
       >/dev/null 2>>"$tmp/cg.stderr"
   else
     env -u LD_PRELOAD valgrind -q --tool=callgrind --callgrind-out-file="$tmp/cgout.%p" "$@" \

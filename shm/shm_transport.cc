@@ -23,9 +23,10 @@ namespace {
 
 constexpr int kShm = int(TransportId::shm);
 
-// Measured with bench/shm_ring_bench (docs/benchmarks.md): below this, copying through the
-// ring is faster than the peer's process_vm_readv of the sender's buffer.
-constexpr size_t kHandoffThreshold = 256 * 1024;
+// Measured with bench/shm_ring_bench (bench/results/shm_ring.txt, docs/shm.md): below this,
+// copying through the ring is faster than the peer's process_vm_readv of the sender's
+// buffer; from here on the handoff wins.
+constexpr size_t kHandoffThreshold = 128 * 1024;
 
 // How long an acceptor waits for the hello of a fastsock connector that has reached the
 // listener's record but not sent its hello yet (it is between its TCP connect and its next
