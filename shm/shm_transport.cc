@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "config_load.hpp"
@@ -44,6 +45,13 @@ shm::ConnOptions conn_options() {
 
 shm::Conn& conn(Socket& s) { return *static_cast<shm::Conn*>(s.link_state); }
 
+// A listening socket's record. Threads of one process may accept on it at once, and a
+// Listener is not thread-safe: match() runs under the lock.
+struct ListenRecord {
+  std::mutex lock;
+  shm::Listener listener;
+};
+
 bool is_wildcard_v6(const stats::Endpoint& ep) {
   if (ep.family != AF_INET6) return false;
   for (uint8_t b : ep.addr)
@@ -56,8 +64,8 @@ class ShmTransport final : public Transport {
   TransportId id() const noexcept override { return TransportId::shm; }
 
   int on_listen(Socket& s) noexcept override {
-    auto* listener = new (std::nothrow) shm::Listener;
-    if (!listener) return -ENOMEM;
+    auto* record = new (std::nothrow) ListenRecord;
+    if (!record) return -ENOMEM;
     shm::Listener::Options options;
     if (is_wildcard_v6(s.slot->local)) {
       int v6only = 0;
@@ -66,18 +74,18 @@ class ShmTransport final : public Transport {
       options.v6only = v6only != 0;
     }
     const char* why = "";
-    if (int rc = listener->open(s.slot->local, options, &why); rc < 0) {
+    if (int rc = record->listener.open(s.slot->local, options, &why); rc < 0) {
       // (e.g. a second SO_REUSEPORT listener on the same port: its connections stay on TCP)
       LOG_DEBUG("fd=%d shm: no rendezvous record for this listener: %s", s.slot->fd, why);
-      delete listener;
+      delete record;
       return rc;
     }
-    s.listen_state[kShm] = listener;
+    s.listen_state[kShm] = record;
     return 0;
   }
 
   void close_listener(Socket& s) noexcept override {
-    delete static_cast<shm::Listener*>(s.listen_state[kShm]);
+    delete static_cast<ListenRecord*>(s.listen_state[kShm]);
     s.listen_state[kShm] = nullptr;
   }
 
@@ -110,12 +118,16 @@ class ShmTransport final : public Transport {
       }
       rc = conn(s).start_connector(s.slot->fd, &reason);
     } else {
-      auto* l = listener ? static_cast<shm::Listener*>(listener->listen_state[kShm]) : nullptr;
-      if (!l) {
+      auto* record = listener ? static_cast<ListenRecord*>(listener->listen_state[kShm]) : nullptr;
+      if (!record) {
         snprintf(why, why_len, "the listener has no rendezvous record");
         return -ENOENT;
       }
-      shm::MatchResult match = l->match(s.slot->peer, kHelloBudgetUs);
+      shm::MatchResult match;
+      {
+        std::lock_guard lock(record->lock);
+        match = record->listener.match(s.slot->peer, kHelloBudgetUs);
+      }
       if (match.status != shm::MatchStatus::matched) {
         snprintf(why, why_len, "%s", match.why ? match.why : "peer does not run fastsock");
         return match.error ? match.error : -ENOENT;
