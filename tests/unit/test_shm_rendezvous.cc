@@ -363,6 +363,7 @@ TEST_CASE("malformed hellos drop their dialer and every descriptor they carried"
       {"one byte too long", {}, 0, &ListenerCounters::dropped_malformed},
       {"another pid", hello([](HelloWire& w) { w.pid = 1; }), 0,
        &ListenerCounters::dropped_uid},
+      {"empty, with descriptors", {}, 2, &ListenerCounters::dropped_closed},
   };
   cases[10].bytes = bytes_of(good_hello(peer, record.port, 0));
   cases[10].bytes.pop_back();
@@ -475,9 +476,9 @@ TEST_CASE("the table is bounded: closed dialers go first, then the oldest") {
       INFO("connector " << i);
       MatchResult m = listener.match(connector(i), 0);
       REQUIRE(m.status == MatchStatus::matched);
-      CHECK(m.handshake.reject("test", &why) == 0);
+      CHECK(m.handshake.reject("test\n", &why) == 0);
       CHECK(d[i].poll_reply(reply, got, &why) == ReplyStatus::rejected);
-      CHECK(std::string(reply.reason) == "test");
+      CHECK(std::string(reply.reason) == "test?");  // printable only
     }
     CHECK(listener.pending() == 0);
     CHECK(listener.counters().matched == 4);
@@ -550,6 +551,14 @@ TEST_CASE("malformed replies are refused and their descriptors closed") {
          w.status = kReplyRejected;
          w.fd_count = 0;
          w.reason_len = uint8_t(kReasonMax);
+       },
+       0, sizeof(ReplyWire)},
+      {"unprintable reason",
+       [](ReplyWire& w) {
+         w.status = kReplyRejected;
+         w.fd_count = 0;
+         w.reason_len = 1;
+         w.reason[0] = '\n';
        },
        0, sizeof(ReplyWire)},
       {"bytes after the reason",
