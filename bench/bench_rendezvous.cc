@@ -1,0 +1,201 @@
+// bench_rendezvous: what the shm rendezvous (shm/shm_rendezvous.hpp) adds to connection
+// setup, against plain kernel TCP measured in the same run.
+//
+// The process listens on 127.0.0.1:<ephemeral> and fork()s: the parent is the server, the
+// child the client; connections are set up one after another, and each mode runs in
+// alternating batches so that noise hits all modes alike.
+//
+//   tcp       client: socket, connect, read 1 byte, close (SO_LINGER 0: no TIME_WAIT)
+//             server: accept4, write 1 byte, close
+//   rv        as tcp, plus the rendezvous: the client dials the record before its connect
+//             and sends its hello with 2 descriptors (a memfd and an eventfd created once,
+//             reused); the server matches the accepted connection and replies with 1
+//             eventfd; the client waits for that reply (poll) instead of the TCP byte
+//   rv+fds    as rv, with a fresh memfd (ftruncate'd to 64 KiB) and two eventfds created
+//             per connection: a rough stand-in for the segment setup of the shm transport
+//
+// Prints connections/s per mode (best and median batch) and each mode's ratio to tcp.
+//
+// usage: bench_rendezvous [--connections N] [--batches B]
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "endpoint.hpp"
+#include "shm_rendezvous.hpp"
+
+using namespace fastsock;
+using namespace fastsock::shm;
+
+namespace {
+
+enum Mode { kTcp, kRv, kRvFds, kModes };
+const char* const kModeNames[kModes] = {"tcp", "rv", "rv+fds"};
+
+[[noreturn]] void die(const char* what) {
+  fprintf(stderr, "bench_rendezvous: %s: %s\n", what, errno ? strerror(errno) : "failed");
+  exit(1);
+}
+
+double now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
+}
+
+void linger_close(int fd) {
+  const linger l{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  close(fd);
+}
+
+void wait_readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  while (poll(&p, 1, 10000) != 1)
+    if (errno != EINTR) die("poll");
+}
+
+// The descriptors a client passes: created once (rv) or per connection (rv+fds).
+struct ClientFds {
+  int fds[2] = {-1, -1};
+  void make() {
+    fds[0] = memfd_create("bench-rv", MFD_CLOEXEC);
+    if (fds[0] < 0 || ftruncate(fds[0], 65536) != 0) die("memfd");
+    fds[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  }
+  void drop() {
+    for (int& fd : fds) close(fd);
+  }
+};
+
+void client_once(Mode mode, const sockaddr_in& dst, ClientFds& shared) {
+  Dialer d;
+  const char* why = nullptr;
+  if (mode != kTcp && d.dial(reinterpret_cast<const sockaddr*>(&dst), sizeof dst, &why) != 0)
+    die(why);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  while (connect(fd, reinterpret_cast<const sockaddr*>(&dst), sizeof dst) != 0)
+    if (errno != EINTR) die("connect");
+  if (mode == kTcp) {
+    char byte;
+    if (read(fd, &byte, 1) != 1) die("read");
+    linger_close(fd);
+    return;
+  }
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
+  ClientFds fresh;
+  if (mode == kRvFds) fresh.make();
+  ClientFds& use = mode == kRvFds ? fresh : shared;
+  if (d.send_hello(endpoint_from(reinterpret_cast<sockaddr*>(&local), len), use.fds, 2,
+                   &why) != 0)
+    die(why);
+  wait_readable(d.fd());
+  Reply reply;
+  PassedFds got;
+  if (d.poll_reply(reply, got, &why) != ReplyStatus::accepted) die(why);
+  if (mode == kRvFds) fresh.drop();
+  linger_close(fd);
+}
+
+void server_once(Mode mode, int tcp_listener, Listener& record, int server_efd) {
+  sockaddr_in peer{};
+  socklen_t len = sizeof peer;
+  const int fd = accept4(tcp_listener, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
+  if (fd < 0) die("accept4");
+  if (mode == kTcp) {
+    if (write(fd, "c", 1) != 1) die("write");
+    close(fd);
+    return;
+  }
+  MatchResult m = record.match(endpoint_from(reinterpret_cast<sockaddr*>(&peer), len));
+  if (m.status != MatchStatus::matched) die(m.why ? m.why : "match");
+  int efd = server_efd;
+  if (mode == kRvFds) efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int seg = m.handshake.fds().take(0);  // what the transport would map
+  const char* why = nullptr;
+  if (m.handshake.accept(&efd, 1, &why) != 0) die(why);
+  close(seg);
+  if (mode == kRvFds) close(efd);
+  close(fd);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long connections = 1000, batches = 5;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--connections") && i + 1 < argc) connections = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atol(argv[++i]);
+    else {
+      fprintf(stderr, "usage: %s [--connections N] [--batches B]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (connections < 1 || batches < 1) die("--connections and --batches must be positive");
+
+  const int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof addr;
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(lfd, 128) != 0 ||
+      getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0)
+    die("listen");
+  Listener record;
+  const char* why = nullptr;
+  if (record.open(endpoint_from(reinterpret_cast<sockaddr*>(&addr), alen), &why) != 0) die(why);
+
+  const long warmup = connections / 10;
+  const pid_t child = fork();
+  if (child == 0) {
+    record.close();
+    close(lfd);
+    ClientFds shared;
+    shared.make();
+    std::vector<double> rate[kModes];
+    for (long b = -1; b < batches; ++b) {  // batch -1: untimed warm-up
+      for (int m = 0; m < kModes; ++m) {
+        const long n = b < 0 ? warmup : connections;
+        const double t0 = now_ns();
+        for (long i = 0; i < n; ++i) client_once(Mode(m), addr, shared);
+        if (b >= 0) rate[m].push_back(double(n) / (now_ns() - t0) * 1e9);
+      }
+    }
+    double best_tcp = 0, median_tcp = 0;
+    printf("%-8s %14s %14s %10s %10s\n", "mode", "best conn/s", "median conn/s",
+           "best/tcp", "median/tcp");
+    for (int m = 0; m < kModes; ++m) {
+      std::vector<double>& v = rate[m];
+      std::sort(v.begin(), v.end());
+      const double best = v.back(), median = v[v.size() / 2];
+      if (m == kTcp) best_tcp = best, median_tcp = median;
+      printf("%-8s %14.0f %14.0f %10.3f %10.3f\n", kModeNames[m], best, median,
+             best / best_tcp, median / median_tcp);
+    }
+    printf("connections=%ld batches=%ld (per mode, alternating)\n", connections, batches);
+    return 0;
+  }
+  const int server_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  for (long b = -1; b < batches; ++b)
+    for (int m = 0; m < kModes; ++m)
+      for (long i = 0, n = b < 0 ? warmup : connections; i < n; ++i)
+        server_once(Mode(m), lfd, record, server_efd);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
