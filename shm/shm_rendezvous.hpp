@@ -57,6 +57,8 @@ struct ListenerCounters {
   uint64_t matched = 0;            // match() found the dialer of the accepted connection
   uint64_t not_fastsock = 0;       // match() decided the peer does not run fastsock
   uint64_t budget_expired = 0;     // ... after waiting its whole budget for a silent dialer
+  uint64_t waits = 0;              // match() slept (ppoll) for a hello not sent yet,
+                                   // having spun for it in vain
   uint64_t dropped_closed = 0;     // dialer closed (or reset) before being matched
   uint64_t dropped_uid = 0;        // credentials of another uid, or pid != the hello's pid
   uint64_t dropped_malformed = 0;  // hello or its control data refused
@@ -119,6 +121,9 @@ class Listener {
   };
   static constexpr int kMaxTableCapacity = 4096;
   static constexpr uint32_t kDefaultBudgetUs = 2000;
+  // No spinning by default: on this project's 2-core machines spinning made setup slower
+  // (docs/shm-rendezvous.md, "Cost"); worth it only when the dialer has a CPU of its own.
+  static constexpr uint32_t kDefaultSpinUs = 0;
 
   Listener() noexcept = default;
   Listener(const Listener&) = delete;
@@ -137,10 +142,11 @@ class Listener {
   int fd() const noexcept { return record_fd_; }
 
   // Called after the real TCP accept() returned a connection from `peer`: returns the
-  // fastsock dialer of that connection, or not_fastsock. Waits (ppoll) at most `budget_us`
-  // microseconds, and only while a dialer has connected without sending its hello yet.
-  MatchResult match(const stats::Endpoint& peer,
-                    uint32_t budget_us = kDefaultBudgetUs) noexcept;
+  // fastsock dialer of that connection, or not_fastsock. Waits at most `budget_us`
+  // microseconds, and only while a dialer has connected without sending its hello yet:
+  // the first `spin_us` of it polling without sleeping (Config::spin_us), then in ppoll.
+  MatchResult match(const stats::Endpoint& peer, uint32_t budget_us = kDefaultBudgetUs,
+                    uint32_t spin_us = kDefaultSpinUs) noexcept;
 
   // Dialers held in the table (read or awaiting their hello).
   int pending() const noexcept { return used_; }
@@ -158,7 +164,8 @@ class Listener {
   void sweep_closed() noexcept;
   int find_hello(const stats::Endpoint& peer) const noexcept;
   MatchResult take(Entry& e) noexcept;
-  MatchResult wait_for_hello(const stats::Endpoint& peer, uint32_t budget_us) noexcept;
+  MatchResult wait_for_hello(const stats::Endpoint& peer, uint32_t budget_us,
+                             uint32_t spin_us) noexcept;
 
   int record_fd_ = -1;
   uid_t uid_ = 0;

@@ -240,7 +240,8 @@ MatchResult Listener::take(Entry& e) noexcept {
   return r;
 }
 
-MatchResult Listener::match(const stats::Endpoint& peer, uint32_t budget_us) noexcept {
+MatchResult Listener::match(const stats::Endpoint& peer, uint32_t budget_us,
+                           uint32_t spin_us) noexcept {
   if (record_fd_ < 0) return failed(-EBADF, "rendezvous record not open");
   const stats::Endpoint want = canonical_endpoint(peer);
   if (want.family == 0) return failed(-EINVAL, "peer endpoint is not IPv4/IPv6");
@@ -264,16 +265,21 @@ MatchResult Listener::match(const stats::Endpoint& peer, uint32_t budget_us) noe
   }
 
   // 3. Dialers that connected but whose hello has not arrived.
-  return wait_for_hello(want, budget_us);
+  return wait_for_hello(want, budget_us, spin_us);
 }
 
 // Waits for the hellos of dialers that connected without sending one yet: one of them may
 // be the accepted connection's (it is between its TCP connect and its sendmsg). With none
-// such, the peer does not run fastsock and this returns at once. An entry that already cost
-// a whole budget is still read if its hello is there, but no longer waited for.
-MatchResult Listener::wait_for_hello(const stats::Endpoint& want,
-                                     uint32_t budget_us) noexcept {
-  const int64_t deadline = now_ns() + int64_t(budget_us) * 1000;
+// such, the peer does not run fastsock and this returns at once. The first `spin_us` of the
+// budget poll without sleeping (the dialer usually runs on another CPU and is microseconds
+// away from its sendmsg; a sleep and wake-up would cost more), the rest sleeps in ppoll.
+// An entry that already cost a whole budget is still read if its hello is there, but no
+// longer waited for.
+MatchResult Listener::wait_for_hello(const stats::Endpoint& want, uint32_t budget_us,
+                                     uint32_t spin_us) noexcept {
+  const int64_t start = now_ns();
+  const int64_t deadline = start + int64_t(budget_us) * 1000;
+  const int64_t spin_until = start + int64_t(spin_us < budget_us ? spin_us : budget_us) * 1000;
   for (;;) {
     int n = 0;
     bool fresh = false;
@@ -289,11 +295,15 @@ MatchResult Listener::wait_for_hello(const stats::Endpoint& want,
       ++counters_.not_fastsock;
       return not_fastsock("no fastsock dialer for this connection");
     }
-    int64_t left = fresh ? deadline - now_ns() : 0;
+    const int64_t now = now_ns();
+    const bool spinning = fresh && now < spin_until;
+    int64_t left = fresh && !spinning ? deadline - now : 0;
     if (left < 0) left = 0;
+    if (left > 0) ++counters_.waits;
     const timespec ts{time_t(left / 1'000'000'000), long(left % 1'000'000'000)};
     const int ready = real().ppoll(pollfds_, nfds_t(n), &ts, nullptr);
     if (ready < 0 && errno != EINTR) return failed(-errno, "cannot wait for dialers' hellos");
+    if (ready == 0 && spinning) continue;
     if (ready == 0) {
       // Nothing more arrived within the budget: the silent dialers are someone else's.
       for (int k = 0; k < n; ++k) table_[poll_index_[k]].waited_out = true;

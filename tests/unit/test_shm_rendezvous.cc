@@ -217,8 +217,9 @@ TEST_CASE("a silent dialer costs one bounded wait; its late hello is still match
   const int slow_accepted = accept(srv.fd, nullptr, nullptr);
   REQUIRE(slow_accepted >= 0);
 
-  MatchResult m = listener.match(peer_of(slow_accepted), 1000);  // 1 ms
+  MatchResult m = listener.match(peer_of(slow_accepted), 1000, 500);  // 1 ms, half spun
   CHECK(m.status == MatchStatus::not_fastsock);
+  CHECK(listener.counters().waits == 1);  // slept for the half not spun
   CHECK(std::string(m.why) == "no hello from a fastsock dialer within the budget");
   CHECK(listener.counters().budget_expired == 1);
   CHECK(listener.pending() == 1);
