@@ -16,7 +16,11 @@
 //
 // Prints connections/s per mode (best and median batch) and each mode's ratio to tcp.
 //
-// usage: bench_rendezvous [--connections N] [--batches B] [--spin-us US]
+// --parts instead times, in one process and without context switches, what a connection's
+// setup is made of, each against a TCP connect+accept+close pair measured in the same run:
+// where the rendezvous spends its time, and what a different design could save.
+//
+// usage: bench_rendezvous [--connections N] [--batches B] [--spin-us US] [--parts]
 // (--spin-us: the acceptor's spin before sleeping for a hello, Listener::match)
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -37,6 +41,7 @@
 
 #include "endpoint.hpp"
 #include "shm_rendezvous.hpp"
+#include "shm_rendezvous_io.hpp"
 
 using namespace fastsock;
 using namespace fastsock::shm;
@@ -144,20 +149,146 @@ void server_once(Mode mode, int tcp_listener, Listener& record, int server_efd) 
   close(fd);
 }
 
+// ---- --parts ---------------------------------------------------------------------------
+
+struct Part {
+  const char* name;
+  void (*run)(long n);
+};
+
+sockaddr_in g_dst;      // the TCP listener (with a record) of the parts run
+int g_tcp_listener;
+Listener* g_record;
+int g_pair[2];          // an established SOCK_SEQPACKET pair
+int g_fds[2];           // a memfd and an eventfd to pass
+
+void part_tcp(long n) {
+  for (long i = 0; i < n; ++i) {
+    const int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect(c, reinterpret_cast<sockaddr*>(&g_dst), sizeof g_dst) != 0) die("connect");
+    const int s = accept4(g_tcp_listener, nullptr, nullptr, SOCK_CLOEXEC);
+    linger_close(c);
+    close(s);
+  }
+}
+
+void part_rendezvous(long n) {
+  const char* why = nullptr;
+  for (long i = 0; i < n; ++i) {
+    Dialer d;
+    if (d.dial(reinterpret_cast<sockaddr*>(&g_dst), sizeof g_dst, &why) != 0) die(why);
+    stats::Endpoint local = endpoint_from(reinterpret_cast<sockaddr*>(&g_dst), sizeof g_dst);
+    local.port = uint16_t(1024 + i % 60000);
+    if (d.send_hello(local, g_fds, 2, &why) != 0) die(why);
+    MatchResult m = g_record->match(local, 0);
+    if (m.status != MatchStatus::matched) die("match");
+    if (m.handshake.accept(&g_fds[1], 1, &why) != 0) die(why);
+    Reply reply;
+    PassedFds got;
+    if (d.poll_reply(reply, got, &why) != ReplyStatus::accepted) die(why);
+  }
+}
+
+void part_unix_pair(long n) {
+  for (long i = 0; i < n; ++i) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) die("socketpair");
+    close(sv[0]);
+    close(sv[1]);
+  }
+}
+
+void message(long n, int nfds) {
+  char buf[128] = {};
+  for (long i = 0; i < n; ++i) {
+    if (send_message(g_pair[0], buf, 48, g_fds, nfds) != 0) die("send");
+    Received r;
+    recv_message(g_pair[1], buf, sizeof buf, r);
+    close_fds(r.control.fds, r.control.fd_count);
+  }
+}
+void part_message(long n) { message(n, 0); }
+void part_message_fds(long n) { message(n, 2); }
+
+void part_eventfd(long n) {
+  for (long i = 0; i < n; ++i) close(eventfd(0, EFD_CLOEXEC));
+}
+
+void part_memfd(long n) {
+  for (long i = 0; i < n; ++i) {
+    const int fd = memfd_create("bench-part", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, 65536) != 0) die("memfd");
+    close(fd);
+  }
+}
+
+const Part kParts[] = {
+    {"tcp connect+accept+close (2 sockets)", part_tcp},
+    {"rendezvous (per-connection socket, 2+1 fds)", part_rendezvous},
+    {"unix socketpair + 2 close", part_unix_pair},
+    {"48-byte message send+recv", part_message},
+    {"48-byte message with 2 fds, send+recv+close", part_message_fds},
+    {"eventfd + close", part_eventfd},
+    {"memfd_create + ftruncate 64K + close", part_memfd},
+};
+
+int run_parts(long connections, long batches) {
+  g_tcp_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  g_dst = sockaddr_in{};
+  g_dst.sin_family = AF_INET;
+  g_dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof g_dst;
+  if (bind(g_tcp_listener, reinterpret_cast<sockaddr*>(&g_dst), sizeof g_dst) != 0 ||
+      listen(g_tcp_listener, 128) != 0 ||
+      getsockname(g_tcp_listener, reinterpret_cast<sockaddr*>(&g_dst), &len) != 0)
+    die("listen");
+  Listener record;
+  g_record = &record;
+  const char* why = nullptr;
+  if (record.open(endpoint_from(reinterpret_cast<sockaddr*>(&g_dst), len), &why) != 0) die(why);
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, g_pair) != 0) die("socketpair");
+  g_fds[0] = memfd_create("bench-rv", MFD_CLOEXEC);
+  g_fds[1] = eventfd(0, EFD_CLOEXEC);
+
+  constexpr int kParts_n = sizeof kParts / sizeof kParts[0];
+  std::vector<double> us[kParts_n];
+  for (long b = -1; b < batches; ++b) {  // batch -1: untimed warm-up
+    for (int p = 0; p < kParts_n; ++p) {
+      const long n = b < 0 ? connections / 10 : connections;
+      const double t0 = now_ns();
+      kParts[p].run(n);
+      if (b >= 0) us[p].push_back((now_ns() - t0) / double(n) / 1000.0);
+    }
+  }
+  printf("%-46s %10s %10s\n", "part (in one process)", "best us", "best/tcp");
+  double tcp = 0;
+  for (int p = 0; p < kParts_n; ++p) {
+    std::sort(us[p].begin(), us[p].end());
+    if (p == 0) tcp = us[p].front();
+    printf("%-46s %10.2f %10.3f\n", kParts[p].name, us[p].front(), us[p].front() / tcp);
+  }
+  printf("iterations=%ld batches=%ld (best batch)\n", connections, batches);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   long connections = 1000, batches = 5;
+  bool parts = false;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--connections") && i + 1 < argc) connections = atol(argv[++i]);
     else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atol(argv[++i]);
     else if (!strcmp(argv[i], "--spin-us") && i + 1 < argc) g_spin_us = uint32_t(atol(argv[++i]));
+    else if (!strcmp(argv[i], "--parts")) parts = true;
     else {
-      fprintf(stderr, "usage: %s [--connections N] [--batches B] [--spin-us US]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--connections N] [--batches B] [--spin-us US] [--parts]\n",
+              argv[0]);
       return 2;
     }
   }
   if (connections < 1 || batches < 1) die("--connections and --batches must be positive");
+  if (parts) return run_parts(connections, batches);
 
   const int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};

@@ -114,8 +114,10 @@ struct MatchResult {
 class Listener {
  public:
   struct Options {
-    // Dialers read but not matched yet (their TCP connection may be accepted later).
-    int table_capacity = 64;
+    // Dialers read but not matched yet (their TCP connection may be accepted later). A
+    // burst of fastsock connectors larger than this loses its oldest to eviction: pass the
+    // application's listen() backlog (about 100 bytes per entry, allocated at open()).
+    int table_capacity = 128;
     // IPv6 wildcard listener with IPV6_V6ONLY set (its record gets another name).
     bool v6only = false;
   };
