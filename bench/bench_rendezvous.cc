@@ -68,12 +68,6 @@ void linger_close(int fd) {
   close(fd);
 }
 
-void wait_readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  while (poll(&p, 1, 10000) != 1)
-    if (errno != EINTR) die("poll");
-}
-
 // The descriptors a client passes: created once (rv) or per connection (rv+fds).
 struct ClientFds {
   int fds[2] = {-1, -1};
@@ -109,12 +103,16 @@ void client_once(Mode mode, const sockaddr_in& dst, ClientFds& shared) {
   ClientFds& use = mode == kRvFds ? fresh : shared;
   // The acceptor may have given up on this hello (its budget ran out while we were
   // descheduled): the connection just stays on TCP, as in the library.
+  // The server writes a TCP byte instead of answering when it leaves the connection on
+  // TCP: wait for whichever comes.
   if (d.send_hello(endpoint_from(reinterpret_cast<sockaddr*>(&local), len), use.fds, 2,
                    &why) == 0) {
-    wait_readable(d.fd());
+    pollfd p[2] = {{d.fd(), POLLIN, 0}, {fd, POLLIN, 0}};
+    while (poll(p, 2, 10000) < 1)
+      if (errno != EINTR) die("poll");
     Reply reply;
     PassedFds got;
-    d.poll_reply(reply, got, &why);
+    if (p[0].revents) d.poll_reply(reply, got, &why);
   }
   if (mode == kRvFds) fresh.drop();
   linger_close(fd);
@@ -136,6 +134,7 @@ void server_once(Mode mode, int tcp_listener, Listener& record, int server_efd) 
                                Listener::kDefaultBudgetUs, g_spin_us);
   if (m.status == MatchStatus::error) die(m.why);
   if (m.status == MatchStatus::not_fastsock) {  // counted, see main()
+    if (write(fd, "t", 1) != 1) die("write");
     close(fd);
     return;
   }

@@ -60,6 +60,8 @@ struct ListenerCounters {
   uint64_t waits = 0;              // match() slept (ppoll) for a hello not sent yet,
                                    // having spun for it in vain
   uint64_t dropped_closed = 0;     // dialer closed (or reset) before being matched
+  uint64_t rejected_late = 0;      // hello of a connection match() had given up on (the
+                                   // dialer is told so with a rejecting reply)
   uint64_t dropped_uid = 0;        // credentials of another uid, or pid != the hello's pid
   uint64_t dropped_malformed = 0;  // hello or its control data refused
   uint64_t evicted = 0;            // table full: the oldest unmatched dialer was dropped
@@ -168,6 +170,15 @@ class Listener {
   MatchResult take(Entry& e) noexcept;
   MatchResult wait_for_hello(const stats::Endpoint& peer, uint32_t budget_us,
                              uint32_t spin_us) noexcept;
+
+  // Peers whose match() ran out of budget while dialers were silent: if one of those
+  // dialers later sends a hello for such a peer, it is answered "rejected" at once rather
+  // than left waiting for a reply that would never come. Bounded; oldest overwritten.
+  static constexpr int kGivenUpMemory = 16;
+  void remember_given_up(const stats::Endpoint& peer) noexcept;
+  bool forget_given_up(const stats::Endpoint& peer) noexcept;
+  stats::Endpoint given_up_[kGivenUpMemory] = {};
+  int given_up_next_ = 0;
 
   int record_fd_ = -1;
   uid_t uid_ = 0;

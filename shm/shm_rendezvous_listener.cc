@@ -171,10 +171,35 @@ Listener::ReadResult Listener::read_hello(Entry& e) noexcept {
     drop(e, refused);
     return ReadResult::dropped;
   }
+  if (forget_given_up(h.connector)) {
+    // Its connection was accepted and left on TCP before this hello came: say so, or the
+    // connector would wait for a reply forever.
+    close_fds(r.control.fds, r.control.fd_count);
+    const ReplyWire no = encode_reply(false, getpid(), h.nonce, 0,
+                                      "the acceptor stopped waiting for this hello");
+    send_message(e.fd, &no, sizeof no, nullptr, 0);
+    drop(e, &ListenerCounters::rejected_late);
+    return ReadResult::dropped;
+  }
   e.hello = h;
   e.fds.adopt(r.control.fds, r.control.fd_count);
   e.has_hello = true;
   return ReadResult::hello;
+}
+
+void Listener::remember_given_up(const stats::Endpoint& peer) noexcept {
+  given_up_[given_up_next_] = peer;
+  given_up_next_ = (given_up_next_ + 1) % kGivenUpMemory;
+}
+
+bool Listener::forget_given_up(const stats::Endpoint& peer) noexcept {
+  for (stats::Endpoint& e : given_up_) {
+    if (same_endpoint(e, peer)) {
+      e = stats::Endpoint{};
+      return true;
+    }
+  }
+  return false;
 }
 
 // Drops the dialers that closed while waiting in the table, in one ppoll over the table.
@@ -307,7 +332,10 @@ MatchResult Listener::wait_for_hello(const stats::Endpoint& want, uint32_t budge
     if (ready == 0) {
       // Nothing more arrived within the budget: the silent dialers are someone else's.
       for (int k = 0; k < n; ++k) table_[poll_index_[k]].waited_out = true;
-      if (fresh) ++counters_.budget_expired;
+      if (fresh) {
+        ++counters_.budget_expired;
+        remember_given_up(want);
+      }
       ++counters_.not_fastsock;
       return not_fastsock(fresh ? "no hello from a fastsock dialer within the budget"
                                 : "no fastsock dialer for this connection");

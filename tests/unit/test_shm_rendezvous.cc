@@ -203,7 +203,7 @@ TEST_CASE("a plain TCP peer is reported not_fastsock without waiting the budget"
   close(accepted);
 }
 
-TEST_CASE("a silent dialer costs one bounded wait; its late hello is still matched") {
+TEST_CASE("a silent dialer costs one bounded wait; a hello after it is told no") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));
   Listener listener;
@@ -232,13 +232,44 @@ TEST_CASE("a silent dialer costs one bounded wait; its late hello is still match
   CHECK(m.status == MatchStatus::not_fastsock);
   CHECK(listener.counters().budget_expired == 1);
 
-  // The late hello arrives and the slow connection can still upgrade.
-  REQUIRE(slow.send_hello(local_of(slow_tcp), nullptr, 0, &why) == 0);
-  m = listener.match(peer_of(slow_accepted), 0);
-  REQUIRE(m.status == MatchStatus::matched);
-  CHECK(m.handshake.hello().fd_count == 0);
+  // The late hello: its connection stays on TCP, and the next match() tells the dialer.
+  const int seg = memfd_create("rv-late", MFD_CLOEXEC);
+  REQUIRE(slow.send_hello(local_of(slow_tcp), &seg, 1, &why) == 0);
+  close(seg);
+  m = listener.match(ep("127.0.0.1", 1), 0);
+  CHECK(m.status == MatchStatus::not_fastsock);
+  CHECK(listener.counters().rejected_late == 1);
   CHECK(listener.pending() == 0);
+  Reply reply;
+  PassedFds got;
+  REQUIRE(readable(slow.fd(), 1000));
+  CHECK(slow.poll_reply(reply, got, &why) == ReplyStatus::rejected);
+  CHECK(std::string(reply.reason) == "the acceptor stopped waiting for this hello");
   for (int fd : {slow_tcp, slow_accepted, plain, plain_accepted}) close(fd);
+}
+
+TEST_CASE("a hello that was merely read early is matched when its connection comes") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  Dialer early;
+  REQUIRE(dial(early, srv.local) == 0);
+  const int early_tcp = tcp_connect(srv.local);
+  REQUIRE(early.send_hello(local_of(early_tcp), nullptr, 0, &why) == 0);
+  // Another peer is matched first: the early hello is read into the table...
+  const Endpoint other = ep("127.0.0.1", 1);
+  CHECK(listener.match(other, 0).status == MatchStatus::not_fastsock);
+  CHECK(listener.pending() == 1);
+  // ...and found there, without a system call, when its connection is accepted.
+  const int accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(accepted >= 0);
+  MatchResult m = listener.match(peer_of(accepted), 0);
+  REQUIRE(m.status == MatchStatus::matched);
+  CHECK(m.handshake.hello().nonce == early.nonce());
+  close(early_tcp);
+  close(accepted);
 }
 
 TEST_CASE("wildcard listeners are found from loopback, IPv4-mapped and IPv6 connectors") {
