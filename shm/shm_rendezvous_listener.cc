@@ -341,7 +341,7 @@ MatchResult Listener::wait_for_hello(const stats::Endpoint& want, uint32_t budge
                                 : "no fastsock dialer for this connection");
     }
     // Each ready entry is settled (hello read or dropped), so the set to wait for shrinks.
-    for (int k = 0; ready > 0 && k < n; ++k) {
+    for (int k = 0; k < n; ++k) {
       if (pollfds_[k].revents == 0) continue;
       Entry& e = table_[poll_index_[k]];
       if (read_hello(e) == ReadResult::hello && same_endpoint(e.hello.connector, want))
