@@ -135,6 +135,7 @@ void Listener::close() noexcept {
   poll_index_ = nullptr;
   capacity_ = 0;
   used_ = 0;
+  for (stats::Endpoint& e : given_up_) e = stats::Endpoint{};
 }
 
 void Listener::drop(Entry& e, uint64_t ListenerCounters::*counter) noexcept {
