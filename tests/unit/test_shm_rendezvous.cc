@@ -182,6 +182,21 @@ TEST_CASE("without a record, dial fails at once and sends nothing") {
   CHECK(d.dial(reinterpret_cast<sockaddr*>(&un), sizeof un, &why) == -EAFNOSUPPORT);
 }
 
+TEST_CASE("a record with a full backlog is skipped at once, never waited for") {
+  const Endpoint record = ep("127.0.0.1", 40126);
+  sockaddr_un a;
+  const socklen_t alen = record_address(geteuid(), record, Stack::dual, a);
+  const int rec = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  REQUIRE(bind(rec, reinterpret_cast<sockaddr*>(&a), alen) == 0);
+  REQUIRE(listen(rec, 0) == 0);  // a record that accepts nobody, with the least backlog
+  std::vector<Dialer> queued(8);
+  int rc = 0, i = 0;
+  for (; i < 8 && rc == 0; ++i) rc = dial(queued[size_t(i)], record);
+  CHECK(rc == -EAGAIN);
+  CHECK(i <= 3);  // the kernel queues at most backlog + 1
+  close(rec);
+}
+
 TEST_CASE("a plain TCP peer is reported not_fastsock without waiting the budget") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));

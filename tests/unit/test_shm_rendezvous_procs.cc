@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <sched.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/un.h>
@@ -351,4 +352,34 @@ TEST_CASE("records are not visible from another network namespace", "[netns]") {
   CHECK(wait_exit(child) == 0);
   close(ready[0]);
   close(done[1]);
+}
+
+TEST_CASE("a record vanishes with its process, however it ends") {
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const Endpoint record = ep("127.0.0.1", 40180);
+  const pid_t child = spawn([&] {
+    Listener l;
+    const char* w = nullptr;
+    if (l.open(record, &w) != 0) return 10;
+    if (write(ready[1], "x", 1) != 1) return 11;
+    pause();  // until killed
+    return 12;
+  });
+  close(ready[1]);
+  char x;
+  REQUIRE(read(ready[0], &x, 1) == 1);
+  close(ready[0]);
+  Dialer pending;
+  REQUIRE(dial(pending, record) == 0);  // waits in the backlog when the owner dies
+  const char* why = nullptr;
+  REQUIRE(pending.send_hello(ep("127.0.0.1", 54000), nullptr, 0, &why) == 0);
+  REQUIRE(kill(child, SIGKILL) == 0);
+  CHECK(wait_exit(child) == 1000 + SIGKILL);
+  Reply reply;
+  PassedFds got;
+  REQUIRE(readable(pending.fd(), 5000));
+  CHECK(pending.poll_reply(reply, got, &why) == ReplyStatus::gone);
+  Dialer late;
+  CHECK(dial(late, record) == -ECONNREFUSED);  // no stale record
 }
