@@ -20,7 +20,11 @@
 // setup is made of, each against a TCP connect+accept+close pair measured in the same run:
 // where the rendezvous spends its time, and what a different design could save.
 //
+// --loop N runs only the in-process rendezvous N times, untimed, for counting its system
+// calls: strace -c build/bench/bench_rendezvous --loop 1000
+//
 // usage: bench_rendezvous [--connections N] [--batches B] [--spin-us US] [--parts]
+//                         [--loop N]
 // (--spin-us: the acceptor's spin before sleeping for a hello, Listener::match)
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -231,7 +235,8 @@ const Part kParts[] = {
     {"memfd_create + ftruncate 64K + close", part_memfd},
 };
 
-int run_parts(long connections, long batches) {
+// The TCP listener, its record and the descriptors of the in-process parts.
+void setup_parts() {
   g_tcp_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   g_dst = sockaddr_in{};
   g_dst.sin_family = AF_INET;
@@ -241,14 +246,17 @@ int run_parts(long connections, long batches) {
       listen(g_tcp_listener, 128) != 0 ||
       getsockname(g_tcp_listener, reinterpret_cast<sockaddr*>(&g_dst), &len) != 0)
     die("listen");
-  Listener record;
+  static Listener record;
   g_record = &record;
   const char* why = nullptr;
   if (record.open(endpoint_from(reinterpret_cast<sockaddr*>(&g_dst), len), &why) != 0) die(why);
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, g_pair) != 0) die("socketpair");
   g_fds[0] = memfd_create("bench-rv", MFD_CLOEXEC);
   g_fds[1] = eventfd(0, EFD_CLOEXEC);
+}
 
+int run_parts(long connections, long batches) {
+  setup_parts();
   constexpr int kParts_n = sizeof kParts / sizeof kParts[0];
   std::vector<double> us[kParts_n];
   for (long b = -1; b < batches; ++b) {  // batch -1: untimed warm-up
@@ -275,19 +283,27 @@ int run_parts(long connections, long batches) {
 int main(int argc, char** argv) {
   long connections = 1000, batches = 5;
   bool parts = false;
+  long loop = 0;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--connections") && i + 1 < argc) connections = atol(argv[++i]);
     else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atol(argv[++i]);
     else if (!strcmp(argv[i], "--spin-us") && i + 1 < argc) g_spin_us = uint32_t(atol(argv[++i]));
     else if (!strcmp(argv[i], "--parts")) parts = true;
+    else if (!strcmp(argv[i], "--loop") && i + 1 < argc) loop = atol(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--connections N] [--batches B] [--spin-us US] [--parts]\n",
+      fprintf(stderr,
+              "usage: %s [--connections N] [--batches B] [--spin-us US] [--parts] [--loop N]\n",
               argv[0]);
       return 2;
     }
   }
   if (connections < 1 || batches < 1) die("--connections and --batches must be positive");
   if (parts) return run_parts(connections, batches);
+  if (loop > 0) {
+    setup_parts();
+    part_rendezvous(loop);
+    return 0;
+  }
 
   const int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
