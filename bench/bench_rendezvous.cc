@@ -192,6 +192,17 @@ void part_rendezvous(long n) {
   }
 }
 
+void part_dial_no_record(long n) {
+  sockaddr_in nowhere = g_dst;
+  nowhere.sin_port = htons(uint16_t(ntohs(g_dst.sin_port) ^ 1));  // no record there
+  const char* why = nullptr;
+  for (long i = 0; i < n; ++i) {
+    Dialer d;
+    if (d.dial(reinterpret_cast<sockaddr*>(&nowhere), sizeof nowhere, &why) != -ECONNREFUSED)
+      die("dial found a record where none is");
+  }
+}
+
 void part_unix_pair(long n) {
   for (long i = 0; i < n; ++i) {
     int sv[2];
@@ -228,6 +239,7 @@ void part_memfd(long n) {
 const Part kParts[] = {
     {"tcp connect+accept+close (2 sockets)", part_tcp},
     {"rendezvous (per-connection socket, 2+1 fds)", part_rendezvous},
+    {"dial without a record (3 names tried)", part_dial_no_record},
     {"unix socketpair + 2 close", part_unix_pair},
     {"48-byte message send+recv", part_message},
     {"48-byte message with 2 fds, send+recv+close", part_message_fds},

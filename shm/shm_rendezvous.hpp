@@ -181,6 +181,7 @@ class Listener {
   int given_up_next_ = 0;
 
   int record_fd_ = -1;
+  int presence_fd_ = -1;  // SOCK_DGRAM under the record's name: what dialers look for
   uid_t uid_ = 0;
   uint16_t port_ = 0;
   Entry* table_ = nullptr;
@@ -211,7 +212,8 @@ class Dialer {
   // connect. 0 when a record of this uid was found; -ECONNREFUSED "no fastsock listener";
   // -EPERM when the record belongs to another uid (nothing is sent to it); -EAGAIN when
   // the record's backlog is full; -EAFNOSUPPORT for a destination that is not IPv4/IPv6;
-  // other -errno from socket()/connect(). Never waits.
+  // other -errno from socket()/connect(). Never waits. Looks for records through a Unix
+  // datagram socket kept per thread (so a dial that finds none creates nothing).
   int dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexcept;
 
   // After the TCP connect returned 0 or EINPROGRESS: sends the hello with the connector's
@@ -235,6 +237,7 @@ class Dialer {
 
  private:
   int fd_ = -1;
+  pid_t pid_ = 0;  // when dial() ran: the hello's pid
   uint16_t server_port_ = 0;
   uint64_t nonce_ = 0;
 };

@@ -104,14 +104,25 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
     rc = real().listen(fd, SOMAXCONN);
     step = "cannot listen on the rendezvous record";
   }
+  // The same name on a datagram socket (abstract names are per socket type): dialers look
+  // it up with a cheap datagram connect() before creating anything (see Dialer::dial).
+  int presence = -1;
+  if (rc == 0) {
+    presence = real().socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    rc = presence < 0 ? -1
+                      : real().bind(presence, reinterpret_cast<const sockaddr*>(&addr), addr_len);
+    step = "cannot publish the rendezvous record's presence";
+  }
   if (rc != 0) {
     const int err = -errno;
+    if (presence >= 0) real().close(presence);
     real().close(fd);
     close();
     *why = step;
     return err;
   }
   record_fd_ = fd;
+  presence_fd_ = presence;
   uid_ = uid;
   port_ = ep.port;
   return 0;
@@ -119,7 +130,9 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
 
 void Listener::close() noexcept {
   if (record_fd_ >= 0) real().close(record_fd_);
+  if (presence_fd_ >= 0) real().close(presence_fd_);
   record_fd_ = -1;
+  presence_fd_ = -1;
   if (table_) {
     for (int i = 0; i < capacity_; ++i) {
       if (table_[i].fd >= 0) real().close(table_[i].fd);

@@ -191,11 +191,21 @@ void check_dialer(uint8_t flags, const uint8_t* data, size_t size) {
   where.port = uint16_t(where.port + 1);
   static int record = -1;
   if (record < 0) {
+    // A bare record and its presence socket (what Dialer::dial looks for).
     sockaddr_un a;
     const socklen_t len = record_address(geteuid(), where, Stack::dual, a);
     record = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     FUZZ_CHECK(bind(record, reinterpret_cast<sockaddr*>(&a), len) == 0);
     FUZZ_CHECK(listen(record, 8) == 0);
+    const int presence = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    FUZZ_CHECK(bind(presence, reinterpret_cast<sockaddr*>(&a), len) == 0);
+    // The dialer's per-thread probe socket exists from here on, before any counting.
+    Dialer warm;
+    const char* why = nullptr;
+    sockaddr_in none{};
+    none.sin_family = AF_INET;
+    none.sin_port = htons(1);
+    warm.dial(reinterpret_cast<sockaddr*>(&none), sizeof none, &why);
   }
   uint8_t msg[sizeof(ReplyWire) + 8];
   if (size > sizeof msg) size = sizeof msg;

@@ -107,6 +107,28 @@ inline int dial(fastsock::shm::Dialer& d, const Endpoint& dst, int family = 0) {
   return d.dial(reinterpret_cast<sockaddr*>(&ss), len, &why);
 }
 
+// A bare record as a fake or hostile listener would publish it: a listening SOCK_SEQPACKET
+// socket and the datagram presence socket dialers look for, both under the name `a`.
+// Returns the record (-1 on failure); the presence socket goes to `presence`.
+inline int bind_fake_record(const sockaddr_un& a, socklen_t len, int backlog, int& presence) {
+  const int rec = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  presence = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (bind(rec, reinterpret_cast<const sockaddr*>(&a), len) != 0 || listen(rec, backlog) != 0 ||
+      bind(presence, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+    close(rec);
+    close(presence);
+    return -1;
+  }
+  return rec;
+}
+
+// Dialer keeps one probe socket per thread, made on the first dial: made here, so that a
+// test counting descriptors before and after is not off by one.
+inline void warm_dialer() {
+  fastsock::shm::Dialer d;
+  dial(d, ep("127.0.0.1", 1));
+}
+
 inline bool readable(int fd, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};
   return poll(&p, 1, timeout_ms) == 1;
