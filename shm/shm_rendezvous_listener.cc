@@ -111,6 +111,8 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
     presence = real().socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     rc = presence < 0 ? -1
                       : real().bind(presence, reinterpret_cast<const sockaddr*>(&addr), addr_len);
+    // Never read: refuse datagrams (senders get EPIPE) rather than let them queue.
+    if (rc == 0) rc = real().shutdown(presence, SHUT_RD);
     step = "cannot publish the rendezvous record's presence";
   }
   if (rc != 0) {

@@ -367,6 +367,14 @@ TEST_CASE("one record per endpoint: a second listener is told why") {
   bad.table_capacity = 0;
   CHECK(b.open(ep("127.0.0.1", 40125), bad, &why) == -EINVAL);
   CHECK(b.open(ep("127.0.0.1", 0), &why) == -EINVAL);
+  // The presence socket under the record's name takes no data from anybody.
+  sockaddr_un name;
+  const socklen_t name_len = record_address(geteuid(), ep("127.0.0.1", 40124), Stack::dual, name);
+  const int dg = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  CHECK(sendto(dg, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&name),
+               name_len) == -1);
+  CHECK(errno == EPIPE);
+  close(dg);
   a.close();
   CHECK(b.open(ep("127.0.0.1", 40124), &why) == 0);  // nothing stale once closed
 }
