@@ -52,7 +52,7 @@ class PassedFds {
 };
 
 // Counters of one listener, for stats and tests. Every dialer that reached the record ends
-// in exactly one of matched / dropped_* / evicted / still in the table.
+// in exactly one of matched / dropped_* / rejected_late / evicted / still in the table.
 struct ListenerCounters {
   uint64_t matched = 0;            // match() found the dialer of the accepted connection
   uint64_t not_fastsock = 0;       // match() decided the peer does not run fastsock
@@ -85,7 +85,8 @@ class Handshake {
   // Answers the connector and closes the Unix connection (the reply stays readable by the
   // dialer after that). accept() passes `count` (<= kMaxPassedFds) of the caller's
   // descriptors, which the caller keeps. 0, or -errno with `why` (-EPIPE: the dialer is
-  // gone). Either way the Handshake is closed afterwards.
+  // gone). Either way the Handshake is closed afterwards, with the connector's descriptors
+  // the caller did not take() from fds() first.
   int accept(const int* fds, int count, const char** why) noexcept;
   int reject(const char* reason, const char** why) noexcept;
 
