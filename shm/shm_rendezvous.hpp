@@ -52,12 +52,16 @@ class PassedFds {
 };
 
 // Counters of one listener, for stats and tests. Every dialer that reached the record ends
-// in exactly one of matched / dropped_* / evicted / still in the table.
+// in exactly one of matched / dropped_* / rejected_late / evicted / still in the table.
 struct ListenerCounters {
   uint64_t matched = 0;            // match() found the dialer of the accepted connection
   uint64_t not_fastsock = 0;       // match() decided the peer does not run fastsock
   uint64_t budget_expired = 0;     // ... after waiting its whole budget for a silent dialer
+  uint64_t waits = 0;              // match() slept (ppoll) for a hello not sent yet,
+                                   // having spun for it in vain
   uint64_t dropped_closed = 0;     // dialer closed (or reset) before being matched
+  uint64_t rejected_late = 0;      // hello of a connection match() had given up on (the
+                                   // dialer is told so with a rejecting reply)
   uint64_t dropped_uid = 0;        // credentials of another uid, or pid != the hello's pid
   uint64_t dropped_malformed = 0;  // hello or its control data refused
   uint64_t evicted = 0;            // table full: the oldest unmatched dialer was dropped
@@ -81,7 +85,8 @@ class Handshake {
   // Answers the connector and closes the Unix connection (the reply stays readable by the
   // dialer after that). accept() passes `count` (<= kMaxPassedFds) of the caller's
   // descriptors, which the caller keeps. 0, or -errno with `why` (-EPIPE: the dialer is
-  // gone). Either way the Handshake is closed afterwards.
+  // gone). Either way the Handshake is closed afterwards, with the connector's descriptors
+  // the caller did not take() from fds() first.
   int accept(const int* fds, int count, const char** why) noexcept;
   int reject(const char* reason, const char** why) noexcept;
 
@@ -112,13 +117,18 @@ struct MatchResult {
 class Listener {
  public:
   struct Options {
-    // Dialers read but not matched yet (their TCP connection may be accepted later).
-    int table_capacity = 64;
+    // Dialers read but not matched yet (their TCP connection may be accepted later). A
+    // burst of fastsock connectors larger than this loses its oldest to eviction: pass the
+    // application's listen() backlog (about 100 bytes per entry, allocated at open()).
+    int table_capacity = 128;
     // IPv6 wildcard listener with IPV6_V6ONLY set (its record gets another name).
     bool v6only = false;
   };
   static constexpr int kMaxTableCapacity = 4096;
   static constexpr uint32_t kDefaultBudgetUs = 2000;
+  // No spinning by default: on this project's 2-core machines spinning made setup slower
+  // (docs/shm-rendezvous.md, "Cost"); worth it only when the dialer has a CPU of its own.
+  static constexpr uint32_t kDefaultSpinUs = 0;
 
   Listener() noexcept = default;
   Listener(const Listener&) = delete;
@@ -137,10 +147,11 @@ class Listener {
   int fd() const noexcept { return record_fd_; }
 
   // Called after the real TCP accept() returned a connection from `peer`: returns the
-  // fastsock dialer of that connection, or not_fastsock. Waits (ppoll) at most `budget_us`
-  // microseconds, and only while a dialer has connected without sending its hello yet.
-  MatchResult match(const stats::Endpoint& peer,
-                    uint32_t budget_us = kDefaultBudgetUs) noexcept;
+  // fastsock dialer of that connection, or not_fastsock. Waits at most `budget_us`
+  // microseconds, and only while a dialer has connected without sending its hello yet:
+  // the first `spin_us` of it polling without sleeping (Config::spin_us), then in ppoll.
+  MatchResult match(const stats::Endpoint& peer, uint32_t budget_us = kDefaultBudgetUs,
+                    uint32_t spin_us = kDefaultSpinUs) noexcept;
 
   // Dialers held in the table (read or awaiting their hello).
   int pending() const noexcept { return used_; }
@@ -158,9 +169,20 @@ class Listener {
   void sweep_closed() noexcept;
   int find_hello(const stats::Endpoint& peer) const noexcept;
   MatchResult take(Entry& e) noexcept;
-  MatchResult wait_for_hello(const stats::Endpoint& peer, uint32_t budget_us) noexcept;
+  MatchResult wait_for_hello(const stats::Endpoint& peer, uint32_t budget_us,
+                             uint32_t spin_us) noexcept;
+
+  // Peers whose match() ran out of budget while dialers were silent: if one of those
+  // dialers later sends a hello for such a peer, it is answered "rejected" at once rather
+  // than left waiting for a reply that would never come. Bounded; oldest overwritten.
+  static constexpr int kGivenUpMemory = 16;
+  void remember_given_up(const stats::Endpoint& peer) noexcept;
+  bool forget_given_up(const stats::Endpoint& peer) noexcept;
+  stats::Endpoint given_up_[kGivenUpMemory] = {};
+  int given_up_next_ = 0;
 
   int record_fd_ = -1;
+  int presence_fd_ = -1;  // SOCK_DGRAM under the record's name: what dialers look for
   uid_t uid_ = 0;
   uint16_t port_ = 0;
   Entry* table_ = nullptr;
@@ -191,7 +213,8 @@ class Dialer {
   // connect. 0 when a record of this uid was found; -ECONNREFUSED "no fastsock listener";
   // -EPERM when the record belongs to another uid (nothing is sent to it); -EAGAIN when
   // the record's backlog is full; -EAFNOSUPPORT for a destination that is not IPv4/IPv6;
-  // other -errno from socket()/connect(). Never waits.
+  // other -errno from socket()/connect(). Never waits. Looks for records through a Unix
+  // datagram socket kept per thread (so a dial that finds none creates nothing).
   int dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexcept;
 
   // After the TCP connect returned 0 or EINPROGRESS: sends the hello with the connector's
@@ -215,6 +238,7 @@ class Dialer {
 
  private:
   int fd_ = -1;
+  pid_t pid_ = 0;  // when dial() ran: the hello's pid
   uint16_t server_port_ = 0;
   uint64_t nonce_ = 0;
 };

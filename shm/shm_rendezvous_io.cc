@@ -57,6 +57,12 @@ void recv_message(int fd, void* buf, size_t cap, Received& out) noexcept {
   out.truncated = (msg.msg_flags & MSG_TRUNC) != 0;
   out.ctrunc = (msg.msg_flags & MSG_CTRUNC) != 0;
   parse_control(msg, out.control);
+  if (n == 0) {
+    // An empty message reads like the end of the stream, and every caller treats it so:
+    // the descriptors a peer may have attached to it are closed here.
+    close_fds(out.control.fds, out.control.fd_count);
+    out.control = Control{};
+  }
 }
 
 void close_fds(const int* fds, int count) noexcept {

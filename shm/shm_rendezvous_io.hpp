@@ -15,7 +15,8 @@ namespace fastsock::shm {
 int send_message(int fd, const void* buf, size_t len, const int* fds, int count) noexcept;
 
 struct Received {
-  ssize_t len = 0;         // bytes of the message; 0 at end of stream; -errno (-EAGAIN: none)
+  ssize_t len = 0;         // bytes of the message; 0 at end of stream (or an empty
+                           // message, whose descriptors are closed); -errno (-EAGAIN: none)
   bool truncated = false;  // the message was longer than the buffer
   bool ctrunc = false;     // control data did not fit (the kernel dropped descriptors)
   ControlData control;         // descriptors received are the caller's to close

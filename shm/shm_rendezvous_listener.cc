@@ -104,14 +104,27 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
     rc = real().listen(fd, SOMAXCONN);
     step = "cannot listen on the rendezvous record";
   }
+  // The same name on a datagram socket (abstract names are per socket type): dialers look
+  // it up with a cheap datagram connect() before creating anything (see Dialer::dial).
+  int presence = -1;
+  if (rc == 0) {
+    presence = real().socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    rc = presence < 0 ? -1
+                      : real().bind(presence, reinterpret_cast<const sockaddr*>(&addr), addr_len);
+    // Never read: refuse datagrams (senders get EPIPE) rather than let them queue.
+    if (rc == 0) rc = real().shutdown(presence, SHUT_RD);
+    step = "cannot publish the rendezvous record's presence";
+  }
   if (rc != 0) {
     const int err = -errno;
+    if (presence >= 0) real().close(presence);
     real().close(fd);
     close();
     *why = step;
     return err;
   }
   record_fd_ = fd;
+  presence_fd_ = presence;
   uid_ = uid;
   port_ = ep.port;
   return 0;
@@ -119,7 +132,9 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
 
 void Listener::close() noexcept {
   if (record_fd_ >= 0) real().close(record_fd_);
+  if (presence_fd_ >= 0) real().close(presence_fd_);
   record_fd_ = -1;
+  presence_fd_ = -1;
   if (table_) {
     for (int i = 0; i < capacity_; ++i) {
       if (table_[i].fd >= 0) real().close(table_[i].fd);
@@ -135,6 +150,7 @@ void Listener::close() noexcept {
   poll_index_ = nullptr;
   capacity_ = 0;
   used_ = 0;
+  for (stats::Endpoint& e : given_up_) e = stats::Endpoint{};
 }
 
 void Listener::drop(Entry& e, uint64_t ListenerCounters::*counter) noexcept {
@@ -171,10 +187,35 @@ Listener::ReadResult Listener::read_hello(Entry& e) noexcept {
     drop(e, refused);
     return ReadResult::dropped;
   }
+  if (forget_given_up(h.connector)) {
+    // Its connection was accepted and left on TCP before this hello came: say so, or the
+    // connector would wait for a reply forever.
+    close_fds(r.control.fds, r.control.fd_count);
+    const ReplyWire no = encode_reply(false, getpid(), h.nonce, 0,
+                                      "the acceptor stopped waiting for this hello");
+    send_message(e.fd, &no, sizeof no, nullptr, 0);
+    drop(e, &ListenerCounters::rejected_late);
+    return ReadResult::dropped;
+  }
   e.hello = h;
   e.fds.adopt(r.control.fds, r.control.fd_count);
   e.has_hello = true;
   return ReadResult::hello;
+}
+
+void Listener::remember_given_up(const stats::Endpoint& peer) noexcept {
+  given_up_[given_up_next_] = peer;
+  given_up_next_ = (given_up_next_ + 1) % kGivenUpMemory;
+}
+
+bool Listener::forget_given_up(const stats::Endpoint& peer) noexcept {
+  for (stats::Endpoint& e : given_up_) {
+    if (same_endpoint(e, peer)) {
+      e = stats::Endpoint{};
+      return true;
+    }
+  }
+  return false;
 }
 
 // Drops the dialers that closed while waiting in the table, in one ppoll over the table.
@@ -240,7 +281,8 @@ MatchResult Listener::take(Entry& e) noexcept {
   return r;
 }
 
-MatchResult Listener::match(const stats::Endpoint& peer, uint32_t budget_us) noexcept {
+MatchResult Listener::match(const stats::Endpoint& peer, uint32_t budget_us,
+                           uint32_t spin_us) noexcept {
   if (record_fd_ < 0) return failed(-EBADF, "rendezvous record not open");
   const stats::Endpoint want = canonical_endpoint(peer);
   if (want.family == 0) return failed(-EINVAL, "peer endpoint is not IPv4/IPv6");
@@ -264,16 +306,21 @@ MatchResult Listener::match(const stats::Endpoint& peer, uint32_t budget_us) noe
   }
 
   // 3. Dialers that connected but whose hello has not arrived.
-  return wait_for_hello(want, budget_us);
+  return wait_for_hello(want, budget_us, spin_us);
 }
 
 // Waits for the hellos of dialers that connected without sending one yet: one of them may
 // be the accepted connection's (it is between its TCP connect and its sendmsg). With none
-// such, the peer does not run fastsock and this returns at once. An entry that already cost
-// a whole budget is still read if its hello is there, but no longer waited for.
-MatchResult Listener::wait_for_hello(const stats::Endpoint& want,
-                                     uint32_t budget_us) noexcept {
-  const int64_t deadline = now_ns() + int64_t(budget_us) * 1000;
+// such, the peer does not run fastsock and this returns at once. The first `spin_us` of the
+// budget poll without sleeping (the dialer usually runs on another CPU and is microseconds
+// away from its sendmsg; a sleep and wake-up would cost more), the rest sleeps in ppoll.
+// An entry that already cost a whole budget is still read if its hello is there, but no
+// longer waited for.
+MatchResult Listener::wait_for_hello(const stats::Endpoint& want, uint32_t budget_us,
+                                     uint32_t spin_us) noexcept {
+  const int64_t start = now_ns();
+  const int64_t deadline = start + int64_t(budget_us) * 1000;
+  const int64_t spin_until = start + int64_t(spin_us < budget_us ? spin_us : budget_us) * 1000;
   for (;;) {
     int n = 0;
     bool fresh = false;
@@ -289,21 +336,28 @@ MatchResult Listener::wait_for_hello(const stats::Endpoint& want,
       ++counters_.not_fastsock;
       return not_fastsock("no fastsock dialer for this connection");
     }
-    int64_t left = fresh ? deadline - now_ns() : 0;
+    const int64_t now = now_ns();
+    const bool spinning = fresh && now < spin_until;
+    int64_t left = fresh && !spinning ? deadline - now : 0;
     if (left < 0) left = 0;
+    if (left > 0) ++counters_.waits;
     const timespec ts{time_t(left / 1'000'000'000), long(left % 1'000'000'000)};
     const int ready = real().ppoll(pollfds_, nfds_t(n), &ts, nullptr);
     if (ready < 0 && errno != EINTR) return failed(-errno, "cannot wait for dialers' hellos");
+    if (ready == 0 && spinning) continue;
     if (ready == 0) {
       // Nothing more arrived within the budget: the silent dialers are someone else's.
       for (int k = 0; k < n; ++k) table_[poll_index_[k]].waited_out = true;
-      if (fresh) ++counters_.budget_expired;
+      if (fresh) {
+        ++counters_.budget_expired;
+        remember_given_up(want);
+      }
       ++counters_.not_fastsock;
       return not_fastsock(fresh ? "no hello from a fastsock dialer within the budget"
                                 : "no fastsock dialer for this connection");
     }
     // Each ready entry is settled (hello read or dropped), so the set to wait for shrinks.
-    for (int k = 0; ready > 0 && k < n; ++k) {
+    for (int k = 0; k < n; ++k) {
       if (pollfds_[k].revents == 0) continue;
       Entry& e = table_[poll_index_[k]];
       if (read_hello(e) == ReadResult::hello && same_endpoint(e.hello.connector, want))

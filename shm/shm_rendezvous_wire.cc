@@ -31,6 +31,8 @@ WireError check_endpoint(const stats::Endpoint& ep) noexcept {
   return nullptr;
 }
 
+bool printable(char c) noexcept { return c >= 0x20 && c < 0x7f; }
+
 }  // namespace
 
 WireError decode_hello(const void* buf, size_t len, bool truncated, Hello& out) noexcept {
@@ -65,6 +67,9 @@ WireError decode_reply(const void* buf, size_t len, bool truncated, Reply& out) 
   if (!zero_bytes(reinterpret_cast<const uint8_t*>(w.reason) + w.reason_len,
                   kReasonMax - w.reason_len))
     return "reply with bytes after its reason";
+  // The reason ends up in logs and stats: printable ASCII only.
+  for (size_t i = 0; i < w.reason_len; ++i)
+    if (!printable(w.reason[i])) return "reply with an unprintable reason";
   if (w.status == kReplyAccepted) {
     if (w.fd_count > kMaxPassedFds) return "reply announces too many descriptors";
     if (w.reason_len != 0) return "accepting reply with a reason";
@@ -111,7 +116,7 @@ ReplyWire encode_reply(bool accepted, int32_t pid, uint64_t nonce, uint8_t fd_co
   w.nonce = nonce;
   if (!accepted && reason) {
     const size_t n = strnlen(reason, kReasonMax - 1);
-    memcpy(w.reason, reason, n);
+    for (size_t i = 0; i < n; ++i) w.reason[i] = printable(reason[i]) ? reason[i] : '?';
     w.reason_len = uint8_t(n);
   }
   return w;

@@ -62,7 +62,7 @@ struct ReplyWire {
   uint8_t reason_len;           // bytes of `reason` used (< kReasonMax), rejected only
   int32_t pid;                  // the acceptor's pid
   uint64_t nonce;               // the hello's nonce
-  char reason[kReasonMax];      // why rejected (not NUL-terminated; zero-padded)
+  char reason[kReasonMax];      // why rejected: printable ASCII, zero-padded
 };
 static_assert(sizeof(ReplyWire) == 128);
 static_assert(offsetof(ReplyWire, kind) == 8);
@@ -98,7 +98,8 @@ WireError decode_hello(const void* buf, size_t len, bool truncated, Hello& out) 
 WireError decode_reply(const void* buf, size_t len, bool truncated, Reply& out) noexcept;
 
 HelloWire encode_hello(const Hello& h) noexcept;
-// `reason` may be null (accepted); longer reasons are cut to kReasonMax - 1 bytes.
+// `reason` may be null (accepted); longer reasons are cut to kReasonMax - 1 bytes, and
+// bytes other than printable ASCII become '?'.
 ReplyWire encode_reply(bool accepted, int32_t pid, uint64_t nonce, uint8_t fd_count,
                        const char* reason) noexcept;
 

@@ -1,0 +1,179 @@
+// Helpers of the rendezvous tests: loopback TCP sockets, endpoints, child processes, and
+// counting this process's descriptors (to prove nothing leaks).
+#pragma once
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "endpoint.hpp"
+#include "shm_rendezvous.hpp"
+#include "stats_layout.hpp"
+
+namespace rvtest {
+
+using fastsock::stats::Endpoint;
+
+inline Endpoint ep(const char* addr, uint16_t port) {
+  Endpoint e{};
+  e.port = port;
+  if (inet_pton(AF_INET, addr, e.addr) == 1)
+    e.family = AF_INET;
+  else if (inet_pton(AF_INET6, addr, e.addr) == 1)
+    e.family = AF_INET6;
+  return e;
+}
+
+inline std::string text(const Endpoint& e) {
+  char buf[64];
+  fastsock::format_endpoint(e, buf, sizeof buf);
+  return buf;
+}
+
+inline Endpoint local_of(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return Endpoint{};
+  return fastsock::endpoint_from(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+inline Endpoint peer_of(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return Endpoint{};
+  return fastsock::endpoint_from(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+// A listening TCP socket on `addr` (an ephemeral port), -1 on failure.
+struct TcpServer {
+  int fd = -1;
+  Endpoint local{};
+  ~TcpServer() {
+    if (fd >= 0) close(fd);
+  }
+};
+inline bool tcp_listen(TcpServer& s, const char* addr, bool v6only = false) {
+  const Endpoint want = ep(addr, 0);
+  sockaddr_storage ss;
+  const socklen_t len = fastsock::sockaddr_from(want, ss);
+  s.fd = socket(want.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s.fd < 0) return false;
+  const int on = 1, v6 = v6only ? 1 : 0;
+  setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (want.family == AF_INET6) setsockopt(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6, sizeof v6);
+  if (bind(s.fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || listen(s.fd, 128) != 0)
+    return false;
+  s.local = local_of(s.fd);
+  return true;
+}
+
+// A sockaddr for `e`, with `family` AF_INET6 turning an IPv4 endpoint into IPv4-mapped.
+inline socklen_t to_sockaddr(const Endpoint& e, sockaddr_storage& ss, int family = 0) {
+  if (family == AF_INET6 && e.family == AF_INET) {
+    Endpoint m{};
+    m.family = AF_INET6;
+    m.port = e.port;
+    m.addr[10] = m.addr[11] = 0xff;
+    memcpy(m.addr + 12, e.addr, 4);
+    return fastsock::sockaddr_from(m, ss);
+  }
+  return fastsock::sockaddr_from(e, ss);
+}
+
+// A blocking TCP connect to `dst` from a socket of `family` (0: dst's own). -1 on failure.
+inline int tcp_connect(const Endpoint& dst, int family = 0) {
+  sockaddr_storage ss;
+  const socklen_t len = to_sockaddr(dst, ss, family);
+  const int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+inline int dial(fastsock::shm::Dialer& d, const Endpoint& dst, int family = 0) {
+  sockaddr_storage ss;
+  const socklen_t len = to_sockaddr(dst, ss, family);
+  const char* why = nullptr;
+  return d.dial(reinterpret_cast<sockaddr*>(&ss), len, &why);
+}
+
+// A bare record as a fake or hostile listener would publish it: a listening SOCK_SEQPACKET
+// socket and the datagram presence socket dialers look for, both under the name `a`.
+// Returns the record (-1 on failure); the presence socket goes to `presence`.
+inline int bind_fake_record(const sockaddr_un& a, socklen_t len, int backlog, int& presence) {
+  const int rec = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  presence = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (bind(rec, reinterpret_cast<const sockaddr*>(&a), len) != 0 || listen(rec, backlog) != 0 ||
+      bind(presence, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+    close(rec);
+    close(presence);
+    return -1;
+  }
+  return rec;
+}
+
+// Dialer keeps one probe socket per thread, made on the first dial: made here, so that a
+// test counting descriptors before and after is not off by one.
+inline void warm_dialer() {
+  fastsock::shm::Dialer d;
+  dial(d, ep("127.0.0.1", 1));
+}
+
+inline bool readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, timeout_ms) == 1;
+}
+
+// An eventfd's counter, waiting at most `timeout_ms` for it (0 on timeout or error).
+inline uint64_t read_counter(int efd, int timeout_ms) {
+  uint64_t value = 0;
+  if (!readable(efd, timeout_ms) || read(efd, &value, sizeof value) != sizeof value) return 0;
+  return value;
+}
+
+// Open descriptors of this process (the directory's own descriptor is counted every time).
+inline int count_fds() {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  while (readdir(d)) ++n;
+  closedir(d);
+  return n;
+}
+
+// Runs `fn` in a forked child that exits with its return value (killed by SIGALRM after a
+// minute at most, so a broken test cannot leave it behind).
+template <typename Fn>
+pid_t spawn(Fn fn) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(60);
+    _exit(fn());
+  }
+  return pid;
+}
+
+// The child's exit status, or 1000 + signal.
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+}
+
+// Whether IPv6 loopback can be used here (a test that needs it skips otherwise).
+inline bool ipv6_loopback_up() {
+  TcpServer s;
+  return tcp_listen(s, "::1");
+}
+
+}  // namespace rvtest

@@ -1,0 +1,665 @@
+// The shm rendezvous within one process: record names, matching, wildcards, the bounded
+// table, and hostile hellos and replies (docs/shm-rendezvous.md). Cross-process cases are
+// in test_shm_rendezvous_procs.cc.
+#include <catch2/catch.hpp>
+
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "rendezvous_helpers.hpp"
+#include "shm_rendezvous.hpp"
+#include "shm_rendezvous_io.hpp"
+#include "shm_rendezvous_name.hpp"
+
+using namespace fastsock::shm;
+using namespace rvtest;
+
+namespace {
+
+std::string name_of(const sockaddr_un& a, socklen_t len) {
+  return std::string(a.sun_path + 1, len - offsetof(sockaddr_un, sun_path) - 1);
+}
+
+double seconds_since(const timespec& t0) {
+  timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return double(t1.tv_sec - t0.tv_sec) + double(t1.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
+// A raw client of a record: what a hostile or broken peer could send.
+int raw_connect(const Endpoint& record, uid_t uid = geteuid(), Stack stack = Stack::dual) {
+  sockaddr_un a;
+  const socklen_t len = record_address(uid, record, stack, a);
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+HelloWire good_hello(const Endpoint& connector, uint16_t server_port, uint8_t fd_count) {
+  Hello h;
+  h.pid = getpid();
+  h.nonce = 42;
+  h.connector = connector;
+  h.server_port = server_port;
+  h.fd_count = fd_count;
+  return encode_hello(h);
+}
+
+int make_eventfd() { return eventfd(0, EFD_CLOEXEC); }
+
+}  // namespace
+
+TEST_CASE("record names are canonical and per uid, address, port and stack") {
+  sockaddr_un a;
+  socklen_t len = record_address(1000, ep("127.0.0.1", 5000), Stack::dual, a);
+  REQUIRE(len > 0);
+  CHECK(a.sun_path[0] == '\0');
+  CHECK(name_of(a, len) == "fastsock/1/1000/127.0.0.1:5000");
+  len = record_address(0, ep("::ffff:127.0.0.1", 5000), Stack::dual, a);
+  CHECK(name_of(a, len) == "fastsock/1/0/127.0.0.1:5000");  // IPv4-mapped is IPv4
+  len = record_address(0, ep("::", 80), Stack::dual, a);
+  CHECK(name_of(a, len) == "fastsock/1/0/[::]:80");
+  len = record_address(0, ep("::", 80), Stack::v6only, a);
+  CHECK(name_of(a, len) == "fastsock/1/0/[::]:80/v6only");
+  len = record_address(0, ep("::1", 80), Stack::v6only, a);  // only a wildcard has two kinds
+  CHECK(name_of(a, len) == "fastsock/1/0/[::1]:80");
+  CHECK(record_address(0, Endpoint{}, Stack::dual, a) == 0);
+
+  CHECK(same_endpoint(ep("::ffff:10.1.2.3", 7), ep("10.1.2.3", 7)));
+  CHECK_FALSE(same_endpoint(ep("10.1.2.3", 7), ep("10.1.2.3", 8)));
+  CHECK_FALSE(same_endpoint(Endpoint{}, Endpoint{}));
+  CHECK(is_loopback(ep("127.3.4.5", 1)));
+  CHECK(is_loopback(ep("::ffff:127.0.0.1", 1)));
+  CHECK(is_loopback(ep("::1", 1)));
+  CHECK_FALSE(is_loopback(ep("10.0.0.1", 1)));
+  CHECK_FALSE(is_loopback(ep("::", 1)));
+}
+
+TEST_CASE("a connector tries wildcard records only for loopback destinations") {
+  RecordName names[kMaxRecordCandidates];
+  REQUIRE(record_candidates(ep("127.0.0.1", 9), names) == 3);
+  CHECK(text(names[0].endpoint) == "127.0.0.1:9");
+  CHECK(text(names[1].endpoint) == "0.0.0.0:9");
+  CHECK(text(names[2].endpoint) == "[::]:9");
+  CHECK(names[2].stack == Stack::dual);  // an IPv6-only listener never gets IPv4
+
+  REQUIRE(record_candidates(ep("::ffff:127.0.0.1", 9), names) == 3);
+  CHECK(text(names[0].endpoint) == "127.0.0.1:9");
+
+  REQUIRE(record_candidates(ep("::1", 9), names) == 3);
+  CHECK(text(names[1].endpoint) == "[::]:9");
+  CHECK(names[1].stack == Stack::dual);
+  CHECK(names[2].stack == Stack::v6only);
+
+  REQUIRE(record_candidates(ep("192.0.2.1", 9), names) == 1);
+  CHECK(text(names[0].endpoint) == "192.0.2.1:9");
+  CHECK(record_candidates(Endpoint{}, names) == 0);
+}
+
+TEST_CASE("a loopback connection is matched and descriptors travel both ways") {
+  warm_dialer();
+  const int fds_before = count_fds();
+  {
+    TcpServer srv;
+    REQUIRE(tcp_listen(srv, "127.0.0.1"));
+    Listener listener;
+    const char* why = nullptr;
+    REQUIRE(listener.open(srv.local, &why) == 0);
+
+    Dialer d;
+    REQUIRE(dial(d, srv.local) == 0);
+    CHECK(d.fd() >= 0);
+    const int tcp = tcp_connect(srv.local);
+    REQUIRE(tcp >= 0);
+    const int seg = memfd_create("rv-test-segment", MFD_CLOEXEC);
+    REQUIRE(write(seg, "segment", 7) == 7);
+    const int client_efd = make_eventfd();
+    const int mine[2] = {seg, client_efd};
+    REQUIRE(d.send_hello(local_of(tcp), mine, 2, &why) == 0);
+
+    Reply reply;
+    PassedFds got;
+    CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::pending);
+
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    MatchResult m = listener.match(peer_of(accepted));
+    REQUIRE(m.status == MatchStatus::matched);
+    CHECK(m.handshake.hello().pid == getpid());
+    CHECK(m.handshake.hello().nonce == d.nonce());
+    CHECK(same_endpoint(m.handshake.hello().connector, local_of(tcp)));
+    CHECK(m.handshake.hello().server_port == srv.local.port);
+    REQUIRE(m.handshake.fds().count() == 2);
+    char buf[8] = {};
+    CHECK(pread(m.handshake.fds().get(0), buf, 7, 0) == 7);  // the same memory file
+    CHECK(std::string(buf) == "segment");
+
+    const int server_efd = make_eventfd();
+    REQUIRE(m.handshake.accept(&server_efd, 1, &why) == 0);
+    CHECK_FALSE(m.handshake.valid());
+
+    REQUIRE(readable(d.fd(), 5000));
+    REQUIRE(d.poll_reply(reply, got, &why) == ReplyStatus::accepted);
+    CHECK(d.fd() == -1);  // closed once answered
+    CHECK(reply.pid == getpid());
+    REQUIRE(got.count() == 1);
+    const uint64_t one = 1;
+    REQUIRE(write(got.get(0), &one, sizeof one) == sizeof one);  // the acceptor's eventfd
+    uint64_t value = 0;
+    CHECK(read(server_efd, &value, sizeof value) == sizeof value);
+    CHECK(value == 1);
+    CHECK(listener.counters().matched == 1);
+    CHECK(listener.pending() == 0);
+    close(server_efd);
+    close(seg);
+    close(client_efd);
+    close(tcp);
+    close(accepted);
+  }
+  CHECK(count_fds() == fds_before);
+}
+
+TEST_CASE("without a record, dial fails at once and sends nothing") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Dialer d;
+  const char* why = nullptr;
+  sockaddr_storage ss;
+  const socklen_t len = to_sockaddr(srv.local, ss);
+  CHECK(d.dial(reinterpret_cast<sockaddr*>(&ss), len, &why) == -ECONNREFUSED);
+  CHECK(std::string(why) == "no fastsock listener for this destination");
+  CHECK(d.fd() == -1);
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  CHECK(d.dial(reinterpret_cast<sockaddr*>(&un), sizeof un, &why) == -EAFNOSUPPORT);
+}
+
+TEST_CASE("a record with a full backlog is skipped at once, never waited for") {
+  const Endpoint record = ep("127.0.0.1", 40126);
+  sockaddr_un a;
+  const socklen_t alen = record_address(geteuid(), record, Stack::dual, a);
+  int presence = -1;
+  const int rec = bind_fake_record(a, alen, 0, presence);  // accepts nobody, least backlog
+  REQUIRE(rec >= 0);
+  std::vector<Dialer> queued(8);
+  int rc = 0, i = 0;
+  for (; i < 8 && rc == 0; ++i) rc = dial(queued[size_t(i)], record);
+  CHECK(rc == -EAGAIN);
+  CHECK(i <= 3);  // the kernel queues at most backlog + 1
+  close(rec);
+  close(presence);
+}
+
+TEST_CASE("a plain TCP peer is reported not_fastsock without waiting the budget") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  const int tcp = tcp_connect(srv.local);
+  REQUIRE(tcp >= 0);
+  const int accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(accepted >= 0);
+  timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  MatchResult m = listener.match(peer_of(accepted), 10'000'000);  // a 10 s budget
+  CHECK(m.status == MatchStatus::not_fastsock);
+  CHECK(std::string(m.why) == "no fastsock dialer for this connection");
+  CHECK(listener.counters().budget_expired == 0);
+  CHECK(seconds_since(t0) < 5.0);  // far below the budget: it was not spent
+  close(tcp);
+  close(accepted);
+}
+
+TEST_CASE("a silent dialer costs one bounded wait; a hello after it is told no") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+
+  Dialer slow;  // dialled before its SYN, hello not sent yet
+  REQUIRE(dial(slow, srv.local) == 0);
+  const int slow_tcp = tcp_connect(srv.local);
+  REQUIRE(slow_tcp >= 0);
+  const int slow_accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(slow_accepted >= 0);
+
+  // 200 ms, of which the first 100 us spun: the rest is slept (a margin no scheduler
+  // hiccup of the spin phase eats up).
+  MatchResult m = listener.match(peer_of(slow_accepted), 200'000, 100);
+  CHECK(m.status == MatchStatus::not_fastsock);
+  CHECK(listener.counters().waits == 1);
+  CHECK(std::string(m.why) == "no hello from a fastsock dialer within the budget");
+  CHECK(listener.counters().budget_expired == 1);
+  CHECK(listener.pending() == 1);
+
+  // A plain peer now: the silent dialer is not waited for again.
+  const int plain = tcp_connect(srv.local);
+  const int plain_accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(plain_accepted >= 0);
+  m = listener.match(peer_of(plain_accepted), 10'000'000);
+  CHECK(m.status == MatchStatus::not_fastsock);
+  CHECK(listener.counters().budget_expired == 1);
+
+  // The late hello: its connection stays on TCP, and the next match() tells the dialer.
+  const int seg = memfd_create("rv-late", MFD_CLOEXEC);
+  REQUIRE(slow.send_hello(local_of(slow_tcp), &seg, 1, &why) == 0);
+  close(seg);
+  m = listener.match(ep("127.0.0.1", 1), 0);
+  CHECK(m.status == MatchStatus::not_fastsock);
+  CHECK(listener.counters().rejected_late == 1);
+  CHECK(listener.pending() == 0);
+  Reply reply;
+  PassedFds got;
+  REQUIRE(readable(slow.fd(), 1000));
+  CHECK(slow.poll_reply(reply, got, &why) == ReplyStatus::rejected);
+  CHECK(std::string(reply.reason) == "the acceptor stopped waiting for this hello");
+  for (int fd : {slow_tcp, slow_accepted, plain, plain_accepted}) close(fd);
+}
+
+TEST_CASE("a hello that was merely read early is matched when its connection comes") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  Dialer early;
+  REQUIRE(dial(early, srv.local) == 0);
+  const int early_tcp = tcp_connect(srv.local);
+  REQUIRE(early.send_hello(local_of(early_tcp), nullptr, 0, &why) == 0);
+  // Another peer is matched first: the early hello is read into the table...
+  const Endpoint other = ep("127.0.0.1", 1);
+  CHECK(listener.match(other, 0).status == MatchStatus::not_fastsock);
+  CHECK(listener.pending() == 1);
+  // ...and found there, without a system call, when its connection is accepted.
+  const int accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(accepted >= 0);
+  MatchResult m = listener.match(peer_of(accepted), 0);
+  REQUIRE(m.status == MatchStatus::matched);
+  CHECK(m.handshake.hello().nonce == early.nonce());
+  close(early_tcp);
+  close(accepted);
+}
+
+TEST_CASE("wildcard listeners are found from loopback, IPv4-mapped and IPv6 connectors") {
+  struct Case {
+    const char* listen_on;
+    bool v6only;
+    const char* connect_to;
+    int socket_family;  // 0: the destination's own; AF_INET6: IPv4-mapped
+    bool found;
+  };
+  const bool v6 = ipv6_loopback_up();
+  if (!v6) WARN("IPv6 loopback is down: only the IPv4 cases run");
+  const Case cases[] = {
+      {"0.0.0.0", false, "127.0.0.1", 0, true},
+      {"0.0.0.0", false, "127.0.0.1", AF_INET6, true},
+      {"::", false, "127.0.0.1", 0, true},
+      {"::", false, "127.0.0.1", AF_INET6, true},
+      {"::", false, "::1", 0, true},
+      {"::", true, "::1", 0, true},
+      {"::", true, "127.0.0.1", 0, false},  // an IPv6-only listener never gets IPv4
+      {"127.0.0.1", false, "127.0.0.1", AF_INET6, true},
+  };
+  for (const Case& c : cases) {
+    const bool needs_v6 = strchr(c.listen_on, ':') || strchr(c.connect_to, ':') ||
+                          c.socket_family == AF_INET6;
+    if (needs_v6 && !v6) continue;
+    INFO("listen on " << c.listen_on << (c.v6only ? " (v6only)" : "") << ", connect to "
+                      << c.connect_to << (c.socket_family == AF_INET6 ? " (mapped)" : ""));
+    TcpServer srv;
+    REQUIRE(tcp_listen(srv, c.listen_on, c.v6only));
+    Listener listener;
+    const char* why = nullptr;
+    Listener::Options opt;
+    opt.v6only = c.v6only;
+    REQUIRE(listener.open(srv.local, opt, &why) == 0);
+    const Endpoint dst = ep(c.connect_to, srv.local.port);
+    Dialer d;
+    const int rc = dial(d, dst, c.socket_family);
+    if (!c.found) {
+      CHECK(rc == -ECONNREFUSED);
+      continue;
+    }
+    REQUIRE(rc == 0);
+    const int tcp = tcp_connect(dst, c.socket_family);
+    REQUIRE(tcp >= 0);
+    REQUIRE(d.send_hello(local_of(tcp), nullptr, 0, &why) == 0);
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    MatchResult m = listener.match(peer_of(accepted));
+    CHECK(m.status == MatchStatus::matched);
+    close(tcp);
+    close(accepted);
+  }
+}
+
+TEST_CASE("a non-loopback destination finds only its exact record") {
+  Listener wildcard, exact;
+  const char* why = nullptr;
+  // Records need no TCP listener, and dial() sends nothing on the network.
+  REQUIRE(wildcard.open(ep("0.0.0.0", 40123), &why) == 0);
+  Dialer d;
+  CHECK(dial(d, ep("192.0.2.1", 40123)) == -ECONNREFUSED);
+  CHECK(dial(d, ep("127.0.0.1", 40123)) == 0);  // the same wildcard, from loopback
+  REQUIRE(exact.open(ep("192.0.2.1", 40123), &why) == 0);
+  CHECK(dial(d, ep("192.0.2.1", 40123)) == 0);
+}
+
+TEST_CASE("one record per endpoint: a second listener is told why") {
+  Listener a, b;
+  const char* why = nullptr;
+  REQUIRE(a.open(ep("127.0.0.1", 40124), &why) == 0);
+  CHECK(b.open(ep("127.0.0.1", 40124), &why) == -EADDRINUSE);
+  CHECK(std::string(why) == "another socket already holds this rendezvous record");
+  CHECK(b.fd() == -1);
+  Listener::Options bad;
+  bad.table_capacity = 0;
+  CHECK(b.open(ep("127.0.0.1", 40125), bad, &why) == -EINVAL);
+  CHECK(b.open(ep("127.0.0.1", 0), &why) == -EINVAL);
+  // The presence socket under the record's name takes no data from anybody.
+  sockaddr_un name;
+  const socklen_t name_len = record_address(geteuid(), ep("127.0.0.1", 40124), Stack::dual, name);
+  const int dg = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  CHECK(sendto(dg, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&name),
+               name_len) == -1);
+  CHECK(errno == EPIPE);
+  close(dg);
+  a.close();
+  CHECK(b.open(ep("127.0.0.1", 40124), &why) == 0);  // nothing stale once closed
+}
+
+TEST_CASE("malformed hellos drop their dialer and every descriptor they carried") {
+  const Endpoint record = ep("127.0.0.1", 40130);
+  const Endpoint peer = ep("127.0.0.1", 50000);
+  struct Case {
+    const char* what;
+    std::vector<uint8_t> bytes;
+    int fds_sent;
+    uint64_t ListenerCounters::*counter;
+  };
+  auto bytes_of = [](const HelloWire& w) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&w);
+    return std::vector<uint8_t>(p, p + sizeof w);
+  };
+  auto hello = [&](auto change) {
+    HelloWire w = good_hello(peer, record.port, 0);
+    change(w);
+    return bytes_of(w);
+  };
+  std::vector<Case> cases = {
+      {"wrong magic", hello([](HelloWire& w) { w.magic ^= 1; }), 0,
+       &ListenerCounters::dropped_malformed},
+      {"unknown version", hello([](HelloWire& w) { w.version = 2; }), 0,
+       &ListenerCounters::dropped_malformed},
+      {"a reply instead", hello([](HelloWire& w) { w.kind = kKindReply; }), 0,
+       &ListenerCounters::dropped_malformed},
+      {"reserved bytes", hello([](HelloWire& w) { w.reserved[2] = 1; }), 0,
+       &ListenerCounters::dropped_malformed},
+      {"no connector port", hello([](HelloWire& w) { w.connector.port = 0; }), 0,
+       &ListenerCounters::dropped_malformed},
+      {"unknown family", hello([](HelloWire& w) { w.connector.family = AF_UNIX; }), 0,
+       &ListenerCounters::dropped_malformed},
+      {"another port", hello([](HelloWire& w) { w.server_port = 1; }), 0,
+       &ListenerCounters::dropped_malformed},
+      {"announces 2 fds, sends 1", hello([](HelloWire& w) { w.fd_count = 2; }), 1,
+       &ListenerCounters::dropped_malformed},
+      {"announces 1 fd, sends 2", hello([](HelloWire& w) { w.fd_count = 1; }), 2,
+       &ListenerCounters::dropped_malformed},
+      {"announces 9 fds", hello([](HelloWire& w) { w.fd_count = 9; }), 0,
+       &ListenerCounters::dropped_malformed},
+      {"truncated", {}, 0, &ListenerCounters::dropped_malformed},
+      {"one byte too long", {}, 0, &ListenerCounters::dropped_malformed},
+      {"another pid", hello([](HelloWire& w) { w.pid = 1; }), 0,
+       &ListenerCounters::dropped_uid},
+      {"empty, with descriptors", {}, 2, &ListenerCounters::dropped_closed},
+  };
+  cases[10].bytes = bytes_of(good_hello(peer, record.port, 0));
+  cases[10].bytes.pop_back();
+  cases[11].bytes = bytes_of(good_hello(peer, record.port, 0));
+  cases[11].bytes.push_back(0);
+
+  warm_dialer();
+  const int fds_before = count_fds();
+  {
+    Listener listener;
+    const char* why = nullptr;
+    REQUIRE(listener.open(record, &why) == 0);
+    for (const Case& c : cases) {
+      INFO(c.what);
+      const int raw = raw_connect(record);
+      REQUIRE(raw >= 0);
+      int fds[kMaxPassedFds];
+      for (int i = 0; i < c.fds_sent; ++i) fds[i] = make_eventfd();
+      REQUIRE(send_message(raw, c.bytes.data(), c.bytes.size(), fds, c.fds_sent) == 0);
+      close_fds(fds, c.fds_sent);  // only the copies in flight remain
+      const uint64_t before = listener.counters().*c.counter;
+      MatchResult m = listener.match(peer, 0);
+      CHECK(m.status == MatchStatus::not_fastsock);
+      CHECK(listener.counters().*c.counter == before + 1);
+      CHECK(listener.pending() == 0);
+      REQUIRE(readable(raw, 1000));  // the listener hung up on it
+      char b;
+      CHECK(recv(raw, &b, 1, MSG_DONTWAIT) == 0);
+      close(raw);
+    }
+  }
+  CHECK(count_fds() == fds_before);
+}
+
+TEST_CASE("more descriptors than a hello may carry are refused, none leaks") {
+  const Endpoint record = ep("127.0.0.1", 40131);
+  const Endpoint peer = ep("127.0.0.1", 50001);
+  warm_dialer();
+  const int fds_before = count_fds();
+  {
+    Listener listener;
+    const char* why = nullptr;
+    REQUIRE(listener.open(record, &why) == 0);
+    const int raw = raw_connect(record);
+    REQUIRE(raw >= 0);
+    // Eight descriptors (more than the control buffer holds), announced as four.
+    const HelloWire w = good_hello(peer, record.port, kMaxPassedFds);
+    int fds[8];
+    for (int& fd : fds) fd = make_eventfd();
+    iovec iov{const_cast<HelloWire*>(&w), sizeof w};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof fds);
+    memcpy(CMSG_DATA(c), fds, sizeof fds);
+    REQUIRE(sendmsg(raw, &msg, 0) == ssize_t(sizeof w));
+    close_fds(fds, 8);
+    MatchResult m = listener.match(peer, 0);
+    CHECK(m.status == MatchStatus::not_fastsock);
+    CHECK(listener.counters().dropped_malformed == 1);
+    close(raw);
+  }
+  CHECK(count_fds() == fds_before);
+}
+
+TEST_CASE("the table is bounded: closed dialers go first, then the oldest") {
+  const Endpoint record = ep("127.0.0.1", 40140);
+  warm_dialer();
+  const int fds_before = count_fds();
+  {
+    Listener listener;
+    Listener::Options opt;
+    opt.table_capacity = 4;
+    const char* why = nullptr;
+    REQUIRE(listener.open(record, opt, &why) == 0);
+    Dialer d[7];
+    auto connector = [](int i) { return ep("127.0.0.1", uint16_t(51000 + i)); };
+    auto start = [&](int i) {
+      REQUIRE(dial(d[i], record) == 0);
+      REQUIRE(d[i].send_hello(connector(i), nullptr, 0, &why) == 0);
+    };
+    for (int i = 0; i < 4; ++i) start(i);
+    // Nobody's connection: reads all four hellos into the table.
+    CHECK(listener.match(ep("127.0.0.1", 1), 0).status == MatchStatus::not_fastsock);
+    CHECK(listener.pending() == 4);
+
+    d[1].close();  // gave up: swept out before anything is evicted
+    start(4);
+    CHECK(listener.match(ep("127.0.0.1", 1), 0).status == MatchStatus::not_fastsock);
+    CHECK(listener.counters().dropped_closed == 1);
+    CHECK(listener.counters().evicted == 0);
+    CHECK(listener.pending() == 4);
+
+    start(5);
+    start(6);
+    CHECK(listener.match(ep("127.0.0.1", 1), 0).status == MatchStatus::not_fastsock);
+    CHECK(listener.counters().evicted == 2);  // d[0] and d[2], the oldest
+    CHECK(listener.pending() == 4);
+    Reply reply;
+    PassedFds got;
+    for (int i : {0, 2}) {
+      REQUIRE(readable(d[i].fd(), 1000));
+      CHECK(d[i].poll_reply(reply, got, &why) == ReplyStatus::gone);
+    }
+    CHECK(listener.match(connector(0), 0).status == MatchStatus::not_fastsock);
+    for (int i : {3, 4, 5, 6}) {
+      INFO("connector " << i);
+      MatchResult m = listener.match(connector(i), 0);
+      REQUIRE(m.status == MatchStatus::matched);
+      CHECK(m.handshake.reject("test\n", &why) == 0);
+      CHECK(d[i].poll_reply(reply, got, &why) == ReplyStatus::rejected);
+      CHECK(std::string(reply.reason) == "test?");  // printable only
+    }
+    CHECK(listener.pending() == 0);
+    CHECK(listener.counters().matched == 4);
+  }
+  CHECK(count_fds() == fds_before);
+}
+
+TEST_CASE("a dialer learns when nobody will answer") {
+  const Endpoint record = ep("127.0.0.1", 40150);
+  Reply reply;
+  PassedFds got;
+  const char* why = nullptr;
+  SECTION("the listener closes with the dialer in its backlog") {
+    Listener listener;
+    REQUIRE(listener.open(record, &why) == 0);
+    Dialer d;
+    REQUIRE(dial(d, record) == 0);
+    REQUIRE(d.send_hello(ep("127.0.0.1", 52000), nullptr, 0, &why) == 0);
+    listener.close();
+    REQUIRE(readable(d.fd(), 1000));
+    CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::gone);
+  }
+  SECTION("the matched handshake is dropped unanswered") {
+    Listener listener;
+    REQUIRE(listener.open(record, &why) == 0);
+    Dialer d;
+    REQUIRE(dial(d, record) == 0);
+    REQUIRE(d.send_hello(ep("127.0.0.1", 52001), nullptr, 0, &why) == 0);
+    {
+      MatchResult m = listener.match(ep("127.0.0.1", 52001), 0);
+      REQUIRE(m.status == MatchStatus::matched);
+    }
+    REQUIRE(readable(d.fd(), 1000));
+    CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::gone);
+  }
+  SECTION("the dialer is gone when the acceptor answers") {
+    Listener listener;
+    REQUIRE(listener.open(record, &why) == 0);
+    Dialer d;
+    REQUIRE(dial(d, record) == 0);
+    REQUIRE(d.send_hello(ep("127.0.0.1", 52002), nullptr, 0, &why) == 0);
+    d.close();
+    MatchResult m = listener.match(ep("127.0.0.1", 52002), 0);
+    REQUIRE(m.status == MatchStatus::matched);  // its hello was already there
+    const int efd = make_eventfd();
+    CHECK(m.handshake.accept(&efd, 1, &why) == -EPIPE);  // no SIGPIPE either
+    close(efd);
+  }
+}
+
+TEST_CASE("malformed replies are refused and their descriptors closed") {
+  const Endpoint record = ep("127.0.0.1", 40160);
+  struct Case {
+    const char* what;
+    void (*change)(ReplyWire&);
+    int fds_sent;
+    size_t len;
+  };
+  const Case cases[] = {
+      {"wrong nonce", [](ReplyWire& w) { w.nonce ^= 1; }, 1, sizeof(ReplyWire)},
+      {"wrong magic", [](ReplyWire& w) { w.magic = 0; }, 1, sizeof(ReplyWire)},
+      {"truncated", [](ReplyWire&) {}, 1, sizeof(ReplyWire) - 1},
+      {"fewer fds than announced", [](ReplyWire& w) { w.fd_count = 2; }, 1,
+       sizeof(ReplyWire)},
+      {"unknown status", [](ReplyWire& w) { w.status = 7; }, 1, sizeof(ReplyWire)},
+      {"rejection with fds",
+       [](ReplyWire& w) { w.status = kReplyRejected; }, 1, sizeof(ReplyWire)},
+      {"reason not terminated",
+       [](ReplyWire& w) {
+         w.status = kReplyRejected;
+         w.fd_count = 0;
+         w.reason_len = uint8_t(kReasonMax);
+       },
+       0, sizeof(ReplyWire)},
+      {"unprintable reason",
+       [](ReplyWire& w) {
+         w.status = kReplyRejected;
+         w.fd_count = 0;
+         w.reason_len = 1;
+         w.reason[0] = '\n';
+       },
+       0, sizeof(ReplyWire)},
+      {"bytes after the reason",
+       [](ReplyWire& w) {
+         w.status = kReplyRejected;
+         w.fd_count = 0;
+         w.reason[50] = 'x';
+       },
+       0, sizeof(ReplyWire)},
+  };
+  warm_dialer();
+  const int fds_before = count_fds();
+  for (const Case& c : cases) {
+    INFO(c.what);
+    // A fake acceptor: a bare record socket of our uid.
+    sockaddr_un a;
+    const socklen_t alen = record_address(geteuid(), record, Stack::dual, a);
+    int presence = -1;
+    const int rec = bind_fake_record(a, alen, 4, presence);
+    REQUIRE(rec >= 0);
+    Dialer d;
+    REQUIRE(dial(d, record) == 0);
+    const char* why = nullptr;
+    REQUIRE(d.send_hello(ep("127.0.0.1", 53000), nullptr, 0, &why) == 0);
+    const int conn = accept(rec, nullptr, nullptr);
+    REQUIRE(conn >= 0);
+    ReplyWire w = encode_reply(true, getpid(), d.nonce(), 1, nullptr);
+    c.change(w);
+    int fds[1] = {make_eventfd()};
+    REQUIRE(send_message(conn, &w, c.len, fds, c.fds_sent) == 0);
+    close(fds[0]);
+    Reply reply;
+    PassedFds got;
+    CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::invalid);
+    CHECK(got.count() == 0);
+    CHECK(d.fd() == -1);
+    close(conn);
+    close(rec);
+    close(presence);
+  }
+  CHECK(count_fds() == fds_before);
+}

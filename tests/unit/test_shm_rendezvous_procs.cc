@@ -1,0 +1,387 @@
+// The shm rendezvous between real processes: descriptors across processes, a hello that
+// arrives during the bounded wait, concurrent connectors matched out of order, dialers that
+// die, another uid [root] and another network namespace [netns].
+#include <catch2/catch.hpp>
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rendezvous_helpers.hpp"
+#include "rendezvous_skip.hpp"
+#include "shm_rendezvous.hpp"
+#include "shm_rendezvous_io.hpp"
+#include "shm_rendezvous_name.hpp"
+
+using namespace fastsock::shm;
+using namespace rvtest;
+
+namespace {
+
+// What a connector child writes into the segment it passes: proves that the acceptor got
+// that very memory file, from that very process.
+std::string segment_text(pid_t pid, uint16_t port) {
+  return "segment of " + std::to_string(pid) + " from port " + std::to_string(port);
+}
+
+std::string read_segment(int fd) {
+  char buf[128] = {};
+  const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+// A connector child: dial, TCP connect, (pause), hello with a memfd and an eventfd, wait for
+// the reply, then signal the acceptor's eventfd and wait for its signal on ours. Exit code
+// 0 on success, else the step that failed.
+int connector_child(const Endpoint& dst, int pause_before_hello_ms) {
+  Dialer d;
+  if (dial(d, dst) != 0) return 10;
+  const int tcp = tcp_connect(dst);
+  if (tcp < 0) return 11;
+  if (pause_before_hello_ms) usleep(unsigned(pause_before_hello_ms) * 1000);
+  const Endpoint local = local_of(tcp);
+  const int seg = memfd_create("rv-child", MFD_CLOEXEC);
+  const std::string text = segment_text(getpid(), local.port);
+  if (write(seg, text.data(), text.size()) != ssize_t(text.size())) return 12;
+  const int efd = eventfd(0, EFD_CLOEXEC);
+  const int fds[2] = {seg, efd};
+  const char* why = nullptr;
+  if (d.send_hello(local, fds, 2, &why) != 0) return 13;
+  if (!readable(d.fd(), 20000)) return 14;
+  Reply reply;
+  PassedFds got;
+  if (d.poll_reply(reply, got, &why) != ReplyStatus::accepted) return 15;
+  if (got.count() != 1) return 16;
+  const uint64_t one = 1;
+  if (write(got.get(0), &one, sizeof one) != sizeof one) return 17;
+  if (read_counter(efd, 20000) != 2) return 18;
+  close(tcp);
+  return 0;
+}
+
+// The acceptor's half for one connection from a connector_child: match, check what the
+// hello and its descriptors say, answer with an eventfd, and signal both ways. Returns the
+// connector's pid.
+pid_t accept_connector(Listener& listener, int accepted, uint32_t budget_us) {
+  const Endpoint peer = peer_of(accepted);
+  MatchResult m = listener.match(peer, budget_us);
+  REQUIRE(m.status == MatchStatus::matched);
+  const Hello h = m.handshake.hello();
+  CHECK(same_endpoint(h.connector, peer));
+  CHECK(h.server_port == local_of(accepted).port);
+  REQUIRE(m.handshake.fds().count() == 2);
+  // The acceptor keeps what it takes; the rest closes with the handshake.
+  const int seg = m.handshake.fds().take(0);
+  const int child_efd = m.handshake.fds().take(1);
+  CHECK(read_segment(seg) == segment_text(h.pid, peer.port));
+  const int efd = eventfd(0, EFD_CLOEXEC);
+  const char* why = nullptr;
+  REQUIRE(m.handshake.accept(&efd, 1, &why) == 0);
+  CHECK_FALSE(m.handshake.valid());
+  CHECK(read_counter(efd, 20000) == 1);  // the child's signal
+  const uint64_t two = 2;
+  CHECK(write(child_efd, &two, sizeof two) == sizeof two);
+  for (int fd : {seg, child_efd, efd}) close(fd);
+  return h.pid;
+}
+
+}  // namespace
+
+TEST_CASE("a connector process and an acceptor process exchange descriptors") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  warm_dialer();
+  const int fds_before = count_fds();
+
+  const pid_t child = spawn([&] { return connector_child(srv.local, 0); });
+  REQUIRE(child > 0);
+  const int accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(accepted >= 0);
+  CHECK(accept_connector(listener, accepted, Listener::kDefaultBudgetUs) == child);
+  CHECK(wait_exit(child) == 0);
+  close(accepted);
+  CHECK(count_fds() == fds_before);
+}
+
+TEST_CASE("a hello that arrives during the bounded wait is matched") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  // The child pauses 100 ms between its TCP connect and its hello; the budget is 20 s.
+  const pid_t child = spawn([&] { return connector_child(srv.local, 100); });
+  const int accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(accepted >= 0);
+  CHECK(accept_connector(listener, accepted, 20'000'000) == child);
+  CHECK(listener.counters().budget_expired == 0);
+  CHECK(wait_exit(child) == 0);
+  close(accepted);
+}
+
+TEST_CASE("concurrent connectors are matched in any order") {
+  constexpr int kChildren = 8;
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < kChildren; ++i)
+    children.push_back(spawn([&] { return connector_child(srv.local, 0); }));
+  std::vector<int> accepted;
+  for (int i = 0; i < kChildren; ++i) {
+    accepted.push_back(accept(srv.fd, nullptr, nullptr));
+    REQUIRE(accepted.back() >= 0);
+  }
+  // Matched last-accepted first, so the table holds the others' hellos meanwhile.
+  std::vector<pid_t> seen;
+  for (int i = kChildren - 1; i >= 0; --i) {
+    seen.push_back(accept_connector(listener, accepted[size_t(i)], 20'000'000));
+  }
+  for (pid_t c : children) {
+    CHECK(std::count(seen.begin(), seen.end(), c) == 1);
+    CHECK(wait_exit(c) == 0);
+  }
+  for (int fd : accepted) close(fd);
+  CHECK(listener.counters().matched == kChildren);
+  CHECK(listener.pending() == 0);
+}
+
+TEST_CASE("a dialer that dies leaves no entry and no descriptor behind") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  warm_dialer();
+  const int fds_before = count_fds();
+
+  SECTION("before its hello") {
+    const pid_t child = spawn([&] {
+      Dialer d;
+      if (dial(d, srv.local) != 0) return 10;
+      return tcp_connect(srv.local) >= 0 ? 0 : 11;  // exits without a hello
+    });
+    CHECK(wait_exit(child) == 0);
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    MatchResult m = listener.match(peer_of(accepted), 20'000'000);
+    CHECK(m.status == MatchStatus::not_fastsock);
+    CHECK(listener.counters().dropped_closed == 1);
+    CHECK(listener.counters().budget_expired == 0);  // its end was seen, not waited out
+    close(accepted);
+  }
+  SECTION("after its hello, before the acceptor answers") {
+    const pid_t child = spawn([&] {
+      Dialer d;
+      if (dial(d, srv.local) != 0) return 10;
+      const int tcp = tcp_connect(srv.local);
+      const int seg = memfd_create("rv-dead", MFD_CLOEXEC);
+      const int efd = eventfd(0, EFD_CLOEXEC);
+      const int fds[2] = {seg, efd};
+      const char* w = nullptr;
+      return tcp >= 0 && d.send_hello(local_of(tcp), fds, 2, &w) == 0 ? 0 : 11;
+    });
+    CHECK(wait_exit(child) == 0);
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    {
+      MatchResult m = listener.match(peer_of(accepted));
+      REQUIRE(m.status == MatchStatus::matched);  // its hello outlived it
+      CHECK(m.handshake.fds().count() == 2);
+      const int efd = eventfd(0, EFD_CLOEXEC);
+      CHECK(m.handshake.accept(&efd, 1, &why) == -EPIPE);
+      close(efd);
+    }
+    close(accepted);
+  }
+  SECTION("after its hello, while its connection waits to be accepted") {
+    const pid_t child = spawn([&] {
+      Dialer d;
+      if (dial(d, srv.local) != 0) return 10;
+      const int tcp = tcp_connect(srv.local);
+      const int seg = memfd_create("rv-dead", MFD_CLOEXEC);
+      const char* w = nullptr;
+      return tcp >= 0 && d.send_hello(local_of(tcp), &seg, 1, &w) == 0 ? 0 : 11;
+    });
+    CHECK(wait_exit(child) == 0);
+    // Another connection is matched first: the dead dialer's hello goes into the table...
+    const int plain = tcp_connect(srv.local);
+    REQUIRE(plain >= 0);
+    const int first = accept(srv.fd, nullptr, nullptr);
+    const int second = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(second >= 0);
+    const int plain_accepted = peer_of(first).port == local_of(plain).port ? first : second;
+    CHECK(listener.match(peer_of(plain_accepted), 0).status == MatchStatus::not_fastsock);
+    CHECK(listener.pending() == 1);
+    // ...and leaves it with its descriptors when the listener closes.
+    listener.close();
+    close(first);
+    close(second);
+    close(plain);
+    CHECK(count_fds() == fds_before - 2);  // the record (and its presence) gone too
+  }
+  if (listener.fd() >= 0) CHECK(count_fds() == fds_before);
+}
+
+TEST_CASE("another uid is refused in both directions", "[root]") {
+  if (geteuid() != 0) {
+    rvskip::skip("needs root to run a child as another uid");
+    return;
+  }
+  constexpr uid_t kNobody = 65534;
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  const char* why = nullptr;
+
+  SECTION("the acceptor drops a hello from another uid") {
+    Listener listener;
+    REQUIRE(listener.open(srv.local, &why) == 0);
+    const uid_t my_uid = geteuid();
+    const pid_t child = spawn([&] {
+      if (setgid(kNobody) != 0 || setuid(kNobody) != 0) return 10;
+      // Bypasses Dialer (whose name would carry the child's uid) to reach our record.
+      sockaddr_un a;
+      const socklen_t len = record_address(my_uid, srv.local, Stack::dual, a);
+      const int raw = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+      if (connect(raw, reinterpret_cast<sockaddr*>(&a), len) != 0) return 11;
+      const int tcp = tcp_connect(srv.local);
+      if (tcp < 0) return 12;
+      Hello h;
+      h.pid = getpid();
+      h.connector = local_of(tcp);
+      h.server_port = srv.local.port;
+      const HelloWire w = encode_hello(h);
+      if (send_message(raw, &w, sizeof w, nullptr, 0) != 0) return 13;
+      return readable(raw, 20000) ? 0 : 14;  // wait until the acceptor hung up
+    });
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    MatchResult m = listener.match(peer_of(accepted), 20'000'000);
+    CHECK(m.status == MatchStatus::not_fastsock);
+    CHECK(listener.counters().dropped_uid == 1);
+    CHECK(wait_exit(child) == 0);
+    close(accepted);
+  }
+  SECTION("the connector sends nothing to a record held by another uid") {
+    int ready[2];
+    REQUIRE(pipe(ready) == 0);
+    const uint16_t port = srv.local.port;
+    const pid_t child = spawn([&] {
+      if (setgid(kNobody) != 0 || setuid(kNobody) != 0) return 10;
+      // Squats the name a root connector would try first.
+      sockaddr_un a;
+      const socklen_t len = record_address(0, ep("127.0.0.1", port), Stack::dual, a);
+      int presence = -1;
+      const int rec = bind_fake_record(a, len, 4, presence);
+      if (rec < 0) return 11;
+      if (write(ready[1], "x", 1) != 1) return 12;
+      const int conn = accept(rec, nullptr, nullptr);
+      if (conn < 0) return 13;
+      char buf[256];
+      // The root connector must hang up without sending its hello.
+      return recv(conn, buf, sizeof buf, 0) == 0 ? 0 : 14;
+    });
+    close(ready[1]);  // so that a child that failed early ends our read
+    char x;
+    REQUIRE(read(ready[0], &x, 1) == 1);
+    Dialer d;
+    sockaddr_storage ss;
+    const socklen_t len = to_sockaddr(srv.local, ss);
+    CHECK(d.dial(reinterpret_cast<sockaddr*>(&ss), len, &why) == -EPERM);
+    CHECK(std::string(why) == "rendezvous record belongs to another uid");
+    CHECK(d.fd() == -1);
+    CHECK(wait_exit(child) == 0);
+    close(ready[0]);
+  }
+}
+
+TEST_CASE("records are not visible from another network namespace", "[netns]") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  Dialer here;
+  REQUIRE(dial(here, srv.local) == 0);  // visible in our own namespace
+  here.close();
+
+  int ready[2], done[2];
+  REQUIRE(pipe(ready) == 0);
+  REQUIRE(pipe(done) == 0);
+  const Endpoint theirs = ep("127.0.0.1", 40170);
+  const pid_t child = spawn([&] {
+    if (unshare(CLONE_NEWNET) != 0) return 77;
+    Dialer d;
+    const int rc = dial(d, srv.local);  // our record, from their namespace
+    Listener l;
+    const char* w = nullptr;
+    if (l.open(theirs, &w) != 0) return 10;
+    if (write(ready[1], rc == -ECONNREFUSED ? "y" : "n", 1) != 1) return 11;
+    char x;
+    return read(done[0], &x, 1) == 1 ? 0 : 12;  // keep the record until the parent looked
+  });
+  close(ready[1]);  // so that a child that failed early ends our read
+  close(done[0]);
+  char seen = 0;
+  const bool child_ready = read(ready[0], &seen, 1) == 1;
+  if (!child_ready) {
+    const int rc = wait_exit(child);
+    if (rc == 77) {
+      close(ready[0]);
+      close(done[1]);
+      rvskip::skip("unshare(CLONE_NEWNET) not permitted here");
+      return;
+    }
+    FAIL("the namespace child failed with " << rc);
+  }
+  CHECK(seen == 'y');  // the child did not find our record
+  Dialer d;
+  CHECK(dial(d, theirs) == -ECONNREFUSED);  // nor we the child's
+  CHECK(write(done[1], "x", 1) == 1);
+  CHECK(wait_exit(child) == 0);
+  close(ready[0]);
+  close(done[1]);
+}
+
+TEST_CASE("a record vanishes with its process, however it ends") {
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const Endpoint record = ep("127.0.0.1", 40180);
+  const pid_t child = spawn([&] {
+    Listener l;
+    const char* w = nullptr;
+    if (l.open(record, &w) != 0) return 10;
+    if (write(ready[1], "x", 1) != 1) return 11;
+    pause();  // until killed
+    return 12;
+  });
+  close(ready[1]);
+  char x;
+  REQUIRE(read(ready[0], &x, 1) == 1);
+  close(ready[0]);
+  Dialer pending;
+  REQUIRE(dial(pending, record) == 0);  // waits in the backlog when the owner dies
+  const char* why = nullptr;
+  REQUIRE(pending.send_hello(ep("127.0.0.1", 54000), nullptr, 0, &why) == 0);
+  REQUIRE(kill(child, SIGKILL) == 0);
+  CHECK(wait_exit(child) == 1000 + SIGKILL);
+  Reply reply;
+  PassedFds got;
+  REQUIRE(readable(pending.fd(), 5000));
+  CHECK(pending.poll_reply(reply, got, &why) == ReplyStatus::gone);
+  Dialer late;
+  CHECK(dial(late, record) == -ECONNREFUSED);  // no stale record
+}
