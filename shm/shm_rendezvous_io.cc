@@ -61,7 +61,7 @@ void recv_message(int fd, void* buf, size_t cap, Received& out) noexcept {
     // An empty message reads like the end of the stream, and every caller treats it so:
     // the descriptors a peer may have attached to it are closed here.
     close_fds(out.control.fds, out.control.fd_count);
-    out.control = Control{};
+    out.control = ControlData{};
   }
 }
 

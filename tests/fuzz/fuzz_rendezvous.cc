@@ -100,7 +100,7 @@ void check_control(const uint8_t* data, size_t size) {
   msghdr msg{};
   msg.msg_control = buf;
   msg.msg_controllen = n;
-  Control c;
+  ControlData c;
   parse_control(msg, c);  // never closes: the numbers here are not descriptors
   FUZZ_CHECK(c.fd_count >= 0 && c.fd_count <= kControlFdCap);
 }
