@@ -29,7 +29,7 @@ expect_rc 1 -h 127.0.0.1 -P "$port" -u 8
 grep -q 'cannot connect' "$WORK/out" || fail "no reason for the connection failure"
 # --max-time stops early but still succeeds and says so.
 expect_rc 0 --local -u 8388608 --max-time 0.3 "${QUICK[@]}" --json "$WORK/stop.json"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["stopped_early"] and d["sizes"] and d["sizes"][-1]["bytes"] < 8388608 else 1)' \
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["transports"][0]["sizes"]; sys.exit(0 if d["stopped_early"] and s and s[-1]["bytes"] < 8388608 else 1)' \
   "$WORK/stop.json" || fail "--max-time did not stop the run early"
 # Pinning: recorded in the JSON; a CPU that does not exist is a runtime failure.
 if [[ $(nproc) -ge 2 ]]; then
