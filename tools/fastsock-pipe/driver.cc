@@ -67,13 +67,15 @@ bool run_lanes(std::vector<Lane>& lanes, const Options& opt, const RowCallback& 
   const std::size_t esize = element_size(opt.element);
   const int directions = mode_directions(opt.mode);
   const std::size_t cache = opt.cache_invalidate ? cache_bytes_to_exceed(opt.cache_bytes) : 0;
-  auto pool_for = [&](std::size_t bytes) { return cache ? cache + bytes : 0; };
+  // -I: each direction's buffer pool exceeds the cache by an eighth, the same at every size
+  // (so the ends allocate it once); a message larger than the pool simply gets one slot.
+  const std::size_t pool = cache ? cache + cache / 8 : 0;
   std::vector<LaneState> st(lanes.size());
   std::vector<SizeOutcome> outcome(lanes.size());
 
   // NetPIPE's probe: 100 round trips at the first size give tlast.
   for (LaneState& s : st) {
-    s.plan = {opt.lower * esize, kProbeRoundTrips, 0, 1, pool_for(opt.lower * esize)};
+    s.plan = {opt.lower * esize, kProbeRoundTrips, 0, 1, pool};
     s.prev_bytes = opt.lower * esize;
   }
   measure(lanes, st, outcome, 1);
@@ -99,7 +101,7 @@ bool run_lanes(std::vector<Lane>& lanes, const Options& opt, const RowCallback& 
       // Warm-up: a quarter of a trial, untimed, so connection buffers, caches and the peer's
       // scheduler have settled before the first timed trial.
       const int warmup = static_cast<int>(std::clamp(reps / 4, 1L, 1L << 30));
-      s.plan = {bytes, reps, warmup, opt.trials, pool_for(bytes)};
+      s.plan = {bytes, reps, warmup, opt.trials, pool};
     }
     measure(lanes, st, outcome, opt.trials);
     bool integrity_failed = false;

@@ -26,8 +26,11 @@ void Endpoint::prepare(std::size_t bytes, std::size_t pool_bytes) {
   slot_count_ = pool_bytes > stride_ ? (pool_bytes + stride_ - 1) / stride_ : 1;
   const std::size_t need = stride_ * slot_count_;
   if (need > capacity_) {
-    auto* s = static_cast<uint8_t*>(std::aligned_alloc(64, need));
-    auto* r = static_cast<uint8_t*>(std::aligned_alloc(64, need));
+    // With a pool, the request is the same at every size but the slots grow with the
+    // message: keep room for twice this stride, so growing sizes reallocate rarely.
+    const std::size_t alloc = slot_count_ > 1 ? (pool_bytes + 63) / 64 * 64 + 2 * stride_ : need;
+    auto* s = static_cast<uint8_t*>(std::aligned_alloc(64, alloc));
+    auto* r = static_cast<uint8_t*>(std::aligned_alloc(64, alloc));
     if (!s || !r) {
       std::free(s);
       std::free(r);
@@ -35,13 +38,15 @@ void Endpoint::prepare(std::size_t bytes, std::size_t pool_bytes) {
     }
     spool_.reset(s);
     rpool_.reset(r);
-    capacity_ = need;
-  }
-  // Touch every page and give the send buffers real data: NetPIPE notes that untouched
-  // buffers measure faster than anything a real application would see.
-  for (std::size_t i = 0; i < slot_count_; ++i) {
-    if (!integrity) fill_elements(send_slot(i), bytes, element);
-    std::memset(recv_slot(i), 0, bytes);
+    capacity_ = alloc;
+    // Touch every page and give the send buffers real data: NetPIPE notes that untouched
+    // buffers measure faster than anything a real application would see. A pool is filled
+    // once, here: refilling hundreds of megabytes at every size would dominate the run.
+    fill_elements(spool_.get(), alloc, element);
+    std::memset(rpool_.get(), 0, alloc);
+  } else if (slot_count_ == 1) {
+    fill_elements(spool_.get(), bytes, element);
+    std::memset(rpool_.get(), 0, bytes);
   }
 }
 
