@@ -39,6 +39,11 @@ if [[ $(nproc) -ge 2 ]]; then
 else
   note "fewer than 2 CPUs: pinning to 0,1 not checked"
 fi
+# Hygiene: both ends on one CPU is warned about at start and recorded in the JSON.
+expect_rc 0 --local --cpus 0,0 -u 64 "${QUICK[@]}" -q --json "$WORK/same.json"
+grep -q 'warning: both ends pinned to the same CPU 0' "$WORK/out" || fail "no same-CPU warning"
+python3 -c 'import json,sys; w=json.load(open(sys.argv[1]))["metadata"]["warnings"]; sys.exit(0 if any("same CPU 0" in x for x in w) and any("loopback" in x for x in w) else 1)' \
+  "$WORK/same.json" || fail "warnings not recorded in the JSON"
 expect_rc 1 --local --cpus 0,100000 -u 64 "${QUICK[@]}"
 grep -q 'cannot pin the receiver' "$WORK/out" || fail "no reason for the pinning failure"
 note "PASS"
