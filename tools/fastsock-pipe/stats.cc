@@ -68,7 +68,9 @@ HockneyFit hockney_fit(const std::vector<double>& bytes, const std::vector<doubl
   f.t0 = my - slope * mx;
   f.r_inf = 1.0 / slope;
   f.n_half = f.t0 * f.r_inf;
-  f.valid = true;
+  // A negative start-up time means the straight line does not describe these data (on
+  // loopback the largest sizes often leave the caches and bend the curve up): no fit.
+  f.valid = f.t0 > 0;
   return f;
 }
 
