@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # transports.sh: Unix-domain and IPv6 sockets (local mode and separate receiver/transmitter
 # processes), and --compare: one coordinator running tcp, unix, fastsock and a missing and a
-# broken preload library; the broken ones are skipped with their reason, the others measured.
+# broken preload library; the broken ones are skipped with their reason, the others measured
+# with their trials interleaved.
 source "$(dirname "$0")/lib_pipe.sh"
 pipe_init pipe_transports
 
@@ -75,6 +76,13 @@ for row, k in zip(c["sizes"], range(len(sched))):
         check(math.isclose(e["ratio_t_median"], s["t_median"] / base["t_median"], rel_tol=1e-9), "median ratio")
         check(math.isclose(e["ratio_t_p99"], s["t_p99"] / base["t_p99"], rel_tol=1e-9), "p99 ratio")
         check(math.isclose(e["ratio_mbps_avg"], s["mbps_avg"] / base["mbps_avg"], rel_tol=1e-9), "bandwidth ratio")
+# Interleaving: at every size, trial k of each transport starts before trial k+1 of any,
+# and the transports take their turns in their --compare order.
+for k in range(len(sched)):
+    starts = [t[n]["sizes"][k]["trial_starts"] for n in ("tcp", "unix", "fastsock")]
+    check(all(len(x) == 2 for x in starts), "two trial starts per size")
+    order = [starts[i][trial] for trial in range(2) for i in range(3)]
+    check(order == sorted(order), "trials not interleaved at %d bytes: %s" % (sched[k], starts))
 rows = list(csv.DictReader(open(sys.argv[2])))
 check(sorted({r["transport"] for r in rows}) == ["fastsock", "tcp", "unix"], "CSV transports")
 check(len(rows) == 3 * len(sched), "CSV rows")

@@ -21,7 +21,7 @@ struct LaneState {
   double tlast = 1e-5;
   std::size_t prev_bytes = 0;
   SizePlan plan;
-  std::vector<double> samples, means;
+  std::vector<double> samples, means, trial_starts;
 };
 
 void fail_lane(Lane& lane, std::size_t bytes, const char* step) {
@@ -34,10 +34,11 @@ void fail_lane(Lane& lane, std::size_t bytes, const char* step) {
 
 // Runs `plan` on every live lane, trials interleaved; fills each lane's samples and means.
 void measure(std::vector<Lane>& lanes, std::vector<LaneState>& st, std::vector<SizeOutcome>& out,
-             int trials) {
+             int trials, double run_start) {
   for (std::size_t i = 0; i < lanes.size(); ++i) {
     st[i].samples.clear();
     st[i].means.clear();
+    st[i].trial_starts.clear();
     out[i] = {};
     if (lanes[i].session && !lanes[i].session->begin_size(st[i].plan))
       fail_lane(lanes[i], st[i].plan.bytes, "the warm-up");
@@ -46,6 +47,7 @@ void measure(std::vector<Lane>& lanes, std::vector<LaneState>& st, std::vector<S
     for (std::size_t i = 0; i < lanes.size(); ++i) {
       if (!lanes[i].session) continue;
       double mean = 0;
+      st[i].trial_starts.push_back(now_seconds() - run_start);
       if (lanes[i].session->trial(st[i].samples, mean)) st[i].means.push_back(mean);
       else fail_lane(lanes[i], st[i].plan.bytes, "a trial");
     }
@@ -78,7 +80,7 @@ bool run_lanes(std::vector<Lane>& lanes, const Options& opt, const RowCallback& 
     s.plan = {opt.lower * esize, kProbeRoundTrips, 0, 1, pool};
     s.prev_bytes = opt.lower * esize;
   }
-  measure(lanes, st, outcome, 1);
+  measure(lanes, st, outcome, 1, run_start);
   for (LaneState& s : st)
     if (!s.means.empty()) s.tlast = std::max(s.means.front(), 1e-9);
 
@@ -103,12 +105,13 @@ bool run_lanes(std::vector<Lane>& lanes, const Options& opt, const RowCallback& 
       const int warmup = static_cast<int>(std::clamp(reps / 4, 1L, 1L << 30));
       s.plan = {bytes, reps, warmup, opt.trials, pool};
     }
-    measure(lanes, st, outcome, opt.trials);
+    measure(lanes, st, outcome, opt.trials, run_start);
     bool integrity_failed = false;
     for (std::size_t k = 0; k < lanes.size(); ++k) {
       Lane& lane = lanes[k];
       if (!lane.session) continue;
       SizeStats s = summarize_size(bytes, st[k].plan.repeats, st[k].samples, st[k].means, directions);
+      s.trial_starts = st[k].trial_starts;
       lane.result.sizes.push_back(s);
       st[k].tlast = std::max(s.t_best_trial, 1e-9);
       st[k].prev_bytes = bytes;

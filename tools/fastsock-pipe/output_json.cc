@@ -25,7 +25,7 @@ json size_json(const SizeStats& s, std::size_t esize) {
           {"t_p99", num(s.t_p99)},      {"t_max", num(s.t_max)},
           {"t_best_trial", num(s.t_best_trial)}, {"t_avg_trial", num(s.t_avg_trial)},
           {"mbps_min", num(s.mbps_min)}, {"mbps_avg", num(s.mbps_avg)},
-          {"mbps_max", num(s.mbps_max)}};
+          {"mbps_max", num(s.mbps_max)}, {"trial_starts", s.trial_starts}};
 }
 
 json summary_json(const RunSummary& s) {

@@ -30,6 +30,9 @@ struct SizeStats {
   // Bandwidth of each trial's average, decimal Mbit/s: bytes * directions * 8 / time.
   double mbps_min = 0, mbps_avg = 0, mbps_max = 0;
   uint64_t corrupted = 0;    // integrity mode: corrupted bytes found at this size (both ends)
+  // When each timed trial started, seconds since the run's start: shows the interleaving
+  // of --compare (trial t of every transport before trial t+1 of any).
+  std::vector<double> trial_starts;
 };
 
 // `samples`: every one-way time measured at this size; `trial_means`: each trial's average
