@@ -72,9 +72,9 @@ std::string size_tics(const std::vector<Lane>& lanes) {
 
 const char* time_label(Mode m) {
   switch (m) {
-    case Mode::pingpong: return "half round-trip time, median (µs)";
-    case Mode::stream: return "time per message (µs)";
-    case Mode::bidirectional: return "time per exchange, both directions (µs)";
+    case Mode::pingpong: return "half round-trip time (µs; median solid, p99 dashed)";
+    case Mode::stream: return "time per message (µs; median solid, p99 dashed)";
+    case Mode::bidirectional: return "time per exchange (µs; median solid, p99 dashed)";
   }
   return "time (µs)";
 }
@@ -103,7 +103,10 @@ std::string plot_script(const std::string& prefix, const Options& opt,
         << s.mbps_avg * scale << "\n";
     o << "EOD\n";
   }
-  const std::string what = std::string(mode_name(opt.mode)) +
+  const char* mode_label = opt.mode == Mode::pingpong ? "ping-pong, half round trip"
+                           : opt.mode == Mode::stream ? "streaming"
+                                                      : "bidirectional";
+  const std::string what = std::string(mode_label) +
                            (opt.cache_invalidate ? ", cache invalidated" : "") +
                            (opt.element != ElementType::byte
                                 ? std::string(", ") + element_name(opt.element) + " arrays"
