@@ -6,8 +6,12 @@ set -euo pipefail
 FASTSOCK_PACKAGES=(
   # build
   g++ gcc meson ninja-build pkg-config binutils
+  # fastsock-pipe: reads saved runs (compare) and writes JSON with nlohmann/json
+  nlohmann-json3-dev
   # tests: Catch2 v2, libFuzzer (clang + its runtime), real programs run under the library
   catch2 clang libclang-rt-14-dev netpipe-tcp iperf3 socat curl python3 procps
+  # fastsock-pipe --plot (SVG and PNG graphs) and its test
+  gnuplot-nox
   # optional transports, detected by meson (verbs)
   libibverbs-dev librdmacm-dev
 )

@@ -19,35 +19,39 @@ def check(cond, msg):
         print("FAIL:", msg); sys.exit(1)
 
 j = json.load(open(base + ".json"))
-check(j["schema"] == "fastsock-pipe" and j["schema_version"] == 1, "schema")
-for key in ("host", "kernel", "cpu_model", "cpus_online", "clock", "pinning", "started_at"):
+check(j["schema"] == "fastsock-pipe" and j["schema_version"] == 2, "schema")
+for key in ("host", "kernel", "cpu_model", "cpus_online", "clock", "pinning", "started_at", "warnings"):
     check(key in j["metadata"], "metadata lacks " + key)
 check(j["metadata"]["clock"]["resolution_ns"] > 0, "clock resolution")
+check(any("loopback" in w for w in j["metadata"]["warnings"]), "no loopback warning")
 check(j["options"]["mode"] == mode and j["options"]["upper"] == 5000, "options")
-check([s["bytes"] for s in j["sizes"]] == sched, "JSON sizes != schedule")
-for s in j["sizes"]:
+check(len(j["transports"]) == 1 and j["comparison"] is None, "one transport, no comparison")
+t = j["transports"][0]
+check(t["name"] == "tcp" and t["status"] == "ok", "transport entry")
+check([s["bytes"] for s in t["sizes"]] == sched, "JSON sizes != schedule")
+for s in t["sizes"]:
     check(0 < s["t_min"] <= s["t_median"] <= s["t_p99"] <= s["t_max"], "time order at %d" % s["bytes"])
     check(0 < s["mbps_min"] <= s["mbps_avg"] <= s["mbps_max"], "bandwidth order at %d" % s["bytes"])
     check(s["repeats"] >= 3 and s["trials"] == 2, "repeats/trials at %d" % s["bytes"])
     # Bandwidth of the best trial is bytes*8/t_best_trial in decimal Mbit/s.
     best = s["bytes"] * 8 / s["t_best_trial"] / 1e6
     check(abs(best - s["mbps_max"]) <= 1e-6 * best, "mbps_max is not the best trial's")
-summ = j["summary"]
-check(summ["min_latency"] == min(s["t_median"] for s in j["sizes"]), "min latency")
-check(summ["peak_mbps"] == max(s["mbps_max"] for s in j["sizes"]), "peak bandwidth")
+summ = t["summary"]
+check(summ["min_latency"] == min(s["t_median"] for s in t["sizes"]), "min latency")
+check(summ["peak_mbps"] == max(s["mbps_max"] for s in t["sizes"]), "peak bandwidth")
 check(j["integrity_failed"] is False and j["stopped_early"] is False, "flags")
 
 rows = list(csv.DictReader(open(base + ".csv")))
-check(rows and list(rows[0].keys())[:4] == ["bytes", "repeats", "trials", "t_min_us"], "CSV header")
+check(rows and list(rows[0].keys())[:5] == ["transport", "bytes", "elements", "repeats", "trials"], "CSV header")
 check([int(r["bytes"]) for r in rows] == sched, "CSV sizes != schedule")
-for r, s in zip(rows, j["sizes"]):
+for r, s in zip(rows, t["sizes"]):
     check(abs(float(r["t_median_us"]) - s["t_median"] * 1e6) < 1e-3, "CSV/JSON median differ")
 
 # np.out as NetPIPE 3.7 writes it: bytes, Mbps (2^20 bit/s), seconds per message.
 np = [l.split() for l in open(base + ".np")]
 check(all(len(f) == 3 for f in np), "np.out needs 3 columns")
 check([int(f[0]) for f in np] == sched, "np.out sizes != schedule")
-for f, s in zip(np, j["sizes"]):
+for f, s in zip(np, t["sizes"]):
     t = float(f[2])
     check(abs(t - s["t_best_trial"]) < 1e-8, "np.out time is not the best trial")
     # np.out rounds the time to 10 ns, so recompute the bandwidth from the JSON's time.

@@ -74,6 +74,11 @@ TEST_CASE("Hockney fit refuses data without a positive slope") {
   CHECK_FALSE(hockney_fit({8}, {1e-6}).valid);
 }
 
+TEST_CASE("Hockney fit refuses a line with a negative start-up time") {
+  // Flat at 3 us for small sizes, then steep: the least-squares line crosses zero above 0.
+  CHECK_FALSE(hockney_fit({1, 1000, 100000, 1000000}, {3e-6, 3e-6, 10e-6, 400e-6}).valid);
+}
+
 TEST_CASE("run summary: minimum latency, peak bandwidth, fit over the medians") {
   std::vector<SizeStats> sizes;
   for (std::size_t bytes : {1u, 1000u, 100000u}) {

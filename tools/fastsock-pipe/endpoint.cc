@@ -2,7 +2,9 @@
 
 #include <time.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "integrity.hpp"
 #include "net.hpp"
@@ -15,34 +17,60 @@ double now_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-void Endpoint::resize(std::size_t bytes) {
-  sbuf.resize(bytes);
-  rbuf.resize(bytes);
-  // Touch the pages and give them real data: NetPIPE notes that untouched buffers measure
-  // faster than anything a real application would see.
-  if (!integrity) std::memset(sbuf.data(), 0x5a, bytes);
-  std::memset(rbuf.data(), 0, bytes);
+void Endpoint::FreeAligned::operator()(uint8_t* p) const { std::free(p); }
+
+void Endpoint::prepare(std::size_t bytes, std::size_t pool_bytes) {
+  // Slots start on cache-line boundaries, so typed arrays are aligned like any malloc'ed one.
+  stride_ = (bytes + 63) / 64 * 64;
+  if (stride_ == 0) stride_ = 64;
+  slot_count_ = pool_bytes > stride_ ? (pool_bytes + stride_ - 1) / stride_ : 1;
+  const std::size_t need = stride_ * slot_count_;
+  if (need > capacity_) {
+    // With a pool, the request is the same at every size but the slots grow with the
+    // message: keep room for twice this stride, so growing sizes reallocate rarely.
+    const std::size_t alloc = slot_count_ > 1 ? (pool_bytes + 63) / 64 * 64 + 2 * stride_ : need;
+    auto* s = static_cast<uint8_t*>(std::aligned_alloc(64, alloc));
+    auto* r = static_cast<uint8_t*>(std::aligned_alloc(64, alloc));
+    if (!s || !r) {
+      std::free(s);
+      std::free(r);
+      throw std::bad_alloc();
+    }
+    spool_.reset(s);
+    rpool_.reset(r);
+    capacity_ = alloc;
+    // Touch every page and give the send buffers real data: NetPIPE notes that untouched
+    // buffers measure faster than anything a real application would see. A pool is filled
+    // once, here: refilling hundreds of megabytes at every size would dominate the run.
+    fill_elements(spool_.get(), alloc, element);
+    std::memset(rpool_.get(), 0, alloc);
+  } else if (slot_count_ == 1) {
+    fill_elements(spool_.get(), bytes, element);
+    std::memset(rpool_.get(), 0, bytes);
+  }
 }
 
-bool Endpoint::send_message(std::size_t bytes) {
-  if (integrity) fill_pattern(sbuf.data(), bytes, offset);
+bool Endpoint::send_message(std::size_t slot, std::size_t bytes, uint64_t off) {
+  uint8_t* buf = send_slot(slot);
+  if (integrity) fill_pattern(buf, bytes, off);
   long long flip = -1;
-  if (corrupt_at >= 0 && static_cast<uint64_t>(corrupt_at) >= offset &&
-      static_cast<uint64_t>(corrupt_at) < offset + bytes) {
-    flip = corrupt_at - static_cast<long long>(offset);
-    sbuf[static_cast<std::size_t>(flip)] ^= 0xff;
+  if (corrupt_at >= 0 && static_cast<uint64_t>(corrupt_at) >= off &&
+      static_cast<uint64_t>(corrupt_at) < off + bytes) {
+    flip = corrupt_at - static_cast<long long>(off);
+    buf[flip] ^= 0xff;
     corrupt_at = -1;  // once per run
   }
-  bool ok = send_all(fd, sbuf.data(), bytes);
-  if (flip >= 0) sbuf[static_cast<std::size_t>(flip)] ^= 0xff;
+  bool ok = send_all(fd, buf, bytes);
+  if (flip >= 0) buf[flip] ^= 0xff;
   return ok;
 }
 
-bool Endpoint::recv_message(std::size_t bytes, uint64_t base) {
-  if (!recv_all(fd, rbuf.data(), bytes)) return false;
+bool Endpoint::recv_message(std::size_t slot, std::size_t bytes, uint64_t off) {
+  uint8_t* buf = recv_slot(slot);
+  if (!recv_all(fd, buf, bytes)) return false;
   if (integrity) {
     uint64_t first = 0;
-    uint64_t bad = check_pattern(rbuf.data(), bytes, base, &first);
+    uint64_t bad = check_pattern(buf, bytes, off, &first);
     if (bad != 0 && errors == 0) first_bad = first;
     errors += bad;
   }

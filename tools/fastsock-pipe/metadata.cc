@@ -5,11 +5,13 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "cache_size.hpp"
+#include "hygiene.hpp"
 #include "output.hpp"
 
 namespace fastsock_pipe {
 
-Metadata collect_metadata() {
+Metadata collect_metadata(const Options& opt) {
   Metadata m;
   utsname u{};
   if (uname(&u) == 0) {
@@ -24,7 +26,9 @@ Metadata collect_metadata() {
       break;
     }
   }
-  m.cpus_online = sysconf(_SC_NPROCESSORS_ONLN);
+  const HostFacts facts = read_host_facts();
+  m.cpus_online = facts.cpus_online;
+  m.warnings = hygiene_warnings(opt, facts);
   timespec res{};
   if (clock_getres(CLOCK_MONOTONIC, &res) == 0)
     m.clock_resolution_ns = res.tv_sec * 1000000000L + res.tv_nsec;
@@ -34,8 +38,10 @@ Metadata collect_metadata() {
   char buf[32];
   strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
   m.started_at = buf;
-  // Which socket library (if any) this run measured.
+  // Which socket library (if any) this process ran under; --compare records each
+  // transport's own LD_PRELOAD with its results.
   if (const char* p = std::getenv("LD_PRELOAD")) m.ld_preload = p;
+  if (opt.cache_invalidate) m.cache_bytes = cache_bytes_to_exceed(opt.cache_bytes);
   return m;
 }
 

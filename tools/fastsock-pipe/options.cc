@@ -6,13 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace fastsock_pipe {
 namespace {
 
 enum LongOnly {
-  kCsv = 1000, kJson, kLocal, kCpus, kTrials, kTrialTime, kMaxTime, kCorruptAt, kPrintSchedule, kVersionOpt,
-  kHelp
+  kCsv = 1000, kJson, kLocal, kCpus, kTrials, kTrialTime, kMaxTime, kCorruptAt, kPrintSchedule,
+  kVersionOpt, kHelp, kUnix, kCompare, kElements, kCacheBytes, kNpoutFormat, kPlot, kProgress,
+  kWorker, kExpectPreload
 };
 
 bool parse_ull(const char* s, unsigned long long& v) {
@@ -38,33 +40,66 @@ int usage_error(const char* fmt, const char* arg) {
   return 2;
 }
 
+std::vector<std::string> split_commas(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    std::size_t end = s.find(',', pos);
+    if (end == std::string_view::npos) end = s.size();
+    out.emplace_back(s.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 void print_help() {
   std::printf(
-      "Usage: fastsock-pipe [options]                 receiver (waits on -P port)\n"
-      "       fastsock-pipe -h HOST [options]         transmitter\n"
-      "       fastsock-pipe --local [options]         both ends, forked, over loopback TCP\n"
+      "Usage: fastsock-pipe [options]                 receiver (waits on -P port or --unix)\n"
+      "       fastsock-pipe -h HOST [options]         transmitter (HOST may be unix:PATH)\n"
+      "       fastsock-pipe --local [options]         both ends, forked, over loopback\n"
+      "       fastsock-pipe --local --compare tcp,unix,fastsock[,LIB.so] [options]\n"
+      "       fastsock-pipe compare A.json B.json [--threshold PCT] [--split BYTES]\n"
       "\n"
       "A NetPIPE-style latency/bandwidth benchmark over plain sockets (runs under any\n"
       "LD_PRELOAD socket library). Sizes follow NetPIPE 3.7's schedule.\n"
       "\n"
-      "  -h, --host HOST      transmit to HOST (receiver when absent)\n"
+      "Connection:\n"
+      "  -h, --host HOST      transmit to HOST, or to the Unix socket unix:PATH\n"
       "  -P, --port PORT      TCP port (default 5002; --local: a free port)\n"
-      "      --local          fork a receiver and transmit to it over 127.0.0.1\n"
+      "  -6                   IPv6: the receiver listens on ::, --local uses ::1\n"
+      "      --unix PATH      receiver / --local: a Unix stream socket at PATH\n"
+      "      --local          fork a receiver and transmit to it over loopback\n"
+      "      --compare LIST   --local: measure each transport of LIST side by side,\n"
+      "                       interleaving their trials: tcp, tcp6, unix (no preload),\n"
+      "                       fastsock (libfastsock.so preloaded), or a path ending in .so\n"
       "      --cpus A,B       --local: pin the transmitter to CPU A, the receiver to CPU B\n"
-      "  -l, --lower BYTES    smallest message size (default 1)\n"
-      "  -u, --upper BYTES    largest message size, always measured (default 8388608)\n"
+      "Sizes and repetitions:\n"
+      "  -l, --lower N        smallest message size (default 1)\n"
+      "  -u, --upper N        largest message size, always measured (default 8388608)\n"
       "  -p, --perturbation N NetPIPE's +-N perturbation of each size (default 3, 0 = none)\n"
       "      --trials N       timed trials per size (default 3)\n"
       "      --trial-time S   target seconds per trial (default 0.10)\n"
       "      --max-time S     stop starting new sizes after S seconds (default: no limit)\n"
-      "  -s, --stream         streaming mode (one-way messages) instead of ping-pong\n"
+      "Modes:\n"
+      "  -s, --stream         streaming (one-way messages) instead of ping-pong\n"
+      "  -2, --bidirectional  both ends stream at once (bandwidth: both directions)\n"
+      "  -I, --cache-invalidate  every message from a different buffer, walking buffers\n"
+      "                       larger than the last-level cache (NetPIPE's -I)\n"
+      "      --cache-bytes N  the cache size -I must exceed (default: detected)\n"
+      "      --elements T     byte, int32 or double (the thesis' B], I], D]): sizes count\n"
+      "                       elements of that type, sent as arrays with send/recv\n"
       "  -i, --integrity      verify every byte received; a mismatch fails the run\n"
-      "      --csv FILE       write per-size results as CSV\n"
-      "      --json FILE      write results and metadata as JSON\n"
-      "  -o, --npout FILE     write NetPIPE 3.7 np.out (bytes, Mbps [2^20 bit/s], seconds)\n"
+      "Output:\n"
+      "      --csv FILE       per-size results as CSV\n"
+      "      --json FILE      results and metadata as JSON\n"
+      "  -o, --npout FILE     NetPIPE np.out (with --compare: FILE.<transport>)\n"
+      "      --npout-format V 3 (NetPIPE 3.7: bytes, Mbps [2^20 bit/s], seconds; default)\n"
+      "                       or 5 (NetPIPE 5.x: bytes, Gbit/s avg/min/max, usec)\n"
+      "      --plot PREFIX    PREFIX-latency.{svg,png}, PREFIX-bandwidth.{svg,png} (gnuplot)\n"
       "  -q, --quiet          no live table on stdout\n"
+      "      --progress       progress on stderr (default when stderr is a terminal)\n"
       "      --print-schedule print the message sizes (NetPIPE's order) and exit\n"
       "      --help           this help\n"
       "      --version        version\n"
@@ -81,29 +116,40 @@ int parse_options(int argc, char** argv, Options& o) {
       {"upper", required_argument, nullptr, 'u'},
       {"perturbation", required_argument, nullptr, 'p'},
       {"stream", no_argument, nullptr, 's'},
+      {"bidirectional", no_argument, nullptr, '2'},
+      {"cache-invalidate", no_argument, nullptr, 'I'},
       {"integrity", no_argument, nullptr, 'i'},
       {"npout", required_argument, nullptr, 'o'},
       {"quiet", no_argument, nullptr, 'q'},
       {"csv", required_argument, nullptr, kCsv},
       {"json", required_argument, nullptr, kJson},
       {"local", no_argument, nullptr, kLocal},
+      {"unix", required_argument, nullptr, kUnix},
+      {"compare", required_argument, nullptr, kCompare},
       {"cpus", required_argument, nullptr, kCpus},
       {"trials", required_argument, nullptr, kTrials},
       {"trial-time", required_argument, nullptr, kTrialTime},
       {"max-time", required_argument, nullptr, kMaxTime},
+      {"elements", required_argument, nullptr, kElements},
+      {"cache-bytes", required_argument, nullptr, kCacheBytes},
+      {"npout-format", required_argument, nullptr, kNpoutFormat},
+      {"plot", required_argument, nullptr, kPlot},
+      {"progress", no_argument, nullptr, kProgress},
       {"corrupt-at", required_argument, nullptr, kCorruptAt},  // test only, not in --help
+      {"worker", required_argument, nullptr, kWorker},          // internal (--compare)
+      {"expect-preload", required_argument, nullptr, kExpectPreload},  // internal
       {"print-schedule", no_argument, nullptr, kPrintSchedule},
       {"version", no_argument, nullptr, kVersionOpt},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0},
   };
-  bool local = false;
+  bool local = false, stream = false, bidir = false;
   unsigned long long v = 0;
   double d = 0;
   opterr = 0;
   optind = 1;
   int c;
-  while ((c = getopt_long(argc, argv, ":h:P:l:u:p:sio:q", longopts, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":h:P:l:u:p:s2Iio:q6", longopts, nullptr)) != -1) {
     switch (c) {
       case 'h': o.host = optarg; break;
       case 'P':
@@ -124,13 +170,25 @@ int parse_options(int argc, char** argv, Options& o) {
         if (!parse_ull(optarg, v) || v > 1000000) return usage_error("bad perturbation '%s'", optarg);
         o.perturbation = static_cast<int>(v);
         break;
-      case 's': o.stream = true; break;
+      case 's': stream = true; break;
+      case '2': bidir = true; break;
+      case 'I': o.cache_invalidate = true; break;
       case 'i': o.integrity = true; break;
       case 'o': o.npout_path = optarg; break;
       case 'q': o.quiet = true; break;
+      case '6': o.ipv6 = true; break;
       case kCsv: o.csv_path = optarg; break;
       case kJson: o.json_path = optarg; break;
       case kLocal: local = true; break;
+      case kUnix:
+        if (!*optarg) return usage_error("%s", "--unix needs a path");
+        o.unix_path = optarg;
+        break;
+      case kCompare:
+        o.compare = split_commas(optarg);
+        for (const std::string& t : o.compare)
+          if (t.empty()) return usage_error("bad --compare '%s' (empty entry)", optarg);
+        break;
       case kCpus: {
         int a = -1, b = -1;
         char extra = 0;
@@ -153,10 +211,37 @@ int parse_options(int argc, char** argv, Options& o) {
         if (!parse_double(optarg, d)) return usage_error("bad --max-time '%s'", optarg);
         o.max_time = d;
         break;
+      case kElements:
+        if (!parse_element_type(optarg, o.element))
+          return usage_error("bad --elements '%s' (byte, int32, double or B], I], D])", optarg);
+        break;
+      case kCacheBytes:
+        if (!parse_ull(optarg, v) || v == 0 || v > (1ull << 32))
+          return usage_error("bad --cache-bytes '%s'", optarg);
+        o.cache_bytes = v;
+        break;
+      case kNpoutFormat:
+        if (std::strcmp(optarg, "3") != 0 && std::strcmp(optarg, "5") != 0)
+          return usage_error("bad --npout-format '%s' (3 or 5)", optarg);
+        o.npout_format = optarg[0] - '0';
+        break;
+      case kPlot:
+        if (!*optarg) return usage_error("%s", "--plot needs a prefix");
+        o.plot_prefix = optarg;
+        break;
+      case kProgress: o.progress = true; break;
       case kCorruptAt:
         if (!parse_ull(optarg, v)) return usage_error("bad --corrupt-at '%s'", optarg);
         o.corrupt_at = static_cast<long long>(v);
         break;
+      case kWorker: {
+        char extra = 0;
+        if (std::sscanf(optarg, "%d,%d%c", &o.worker_in, &o.worker_out, &extra) != 2 ||
+            o.worker_in < 0 || o.worker_out < 0)
+          return usage_error("bad --worker '%s'", optarg);
+        break;
+      }
+      case kExpectPreload: o.expect_preload = optarg; break;
       case kPrintSchedule: o.print_schedule = true; break;
       case kVersionOpt: std::printf("fastsock-pipe %s\n", kVersion); return -1;
       case kHelp: print_help(); return -1;
@@ -165,11 +250,24 @@ int parse_options(int argc, char** argv, Options& o) {
     }
   }
   if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+  const bool worker = o.worker_in >= 0;
   if (local && !o.host.empty()) return usage_error("%s", "--local and -h exclude each other");
   if (o.lower > o.upper) return usage_error("%s", "-l must not exceed -u");
-  if (o.pin && !local) return usage_error("%s", "--cpus needs --local");
-  o.role = local ? Role::local : (o.host.empty() ? Role::receiver : Role::transmitter);
-  if (local && !o.port_given) o.port = 0;
+  if (o.upper * element_size(o.element) > (1ull << 31))
+    return usage_error("%s", "-u elements exceed 2147483648 bytes");
+  if (o.pin && !local && !worker) return usage_error("%s", "--cpus needs --local");
+  if (!o.compare.empty() && !local) return usage_error("%s", "--compare needs --local");
+  if (!o.compare.empty() && (o.ipv6 || !o.unix_path.empty()))
+    return usage_error("%s", "--compare names the transports itself: drop -6 / --unix");
+  if (stream && bidir) return usage_error("%s", "-s and -2 exclude each other");
+  if (o.ipv6 && !o.unix_path.empty()) return usage_error("%s", "-6 and --unix exclude each other");
+  if (!o.host.empty() && !o.unix_path.empty())
+    return usage_error("%s", "-h and --unix exclude each other (use -h unix:PATH to transmit)");
+  o.mode = stream ? Mode::stream : bidir ? Mode::bidirectional : Mode::pingpong;
+  o.role = worker ? Role::worker
+           : local ? Role::local
+                   : (o.host.empty() ? Role::receiver : Role::transmitter);
+  if ((local || worker) && !o.port_given) o.port = 0;
   return 0;
 }
 

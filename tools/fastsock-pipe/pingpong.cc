@@ -1,5 +1,4 @@
 #include "modes.hpp"
-
 #include "net.hpp"
 
 namespace fastsock_pipe {
@@ -9,11 +8,11 @@ bool pingpong_tx_phase(Endpoint& ep, std::size_t bytes, long reps, std::vector<d
   const double start = now_seconds();
   double prev = start;
   for (long i = 0; i < reps; ++i) {
-    const uint64_t base = ep.offset;
-    if (!ep.send_message(bytes)) return false;
+    const std::size_t slot = ep.messages++;
+    if (!ep.send_message(slot, bytes, ep.offset)) return false;
     // The echo must equal what this end meant to send, so a byte corrupted anywhere on the
     // way out or back is caught here as well as at the receiver.
-    if (!ep.recv_message(bytes, base)) return false;
+    if (!ep.recv_message(slot, bytes, ep.offset)) return false;
     ep.offset += bytes;
     if (samples) {
       const double t = now_seconds();
@@ -21,15 +20,16 @@ bool pingpong_tx_phase(Endpoint& ep, std::size_t bytes, long reps, std::vector<d
       prev = t;
     }
   }
-  if (elapsed) *elapsed = now_seconds() - start;
+  *elapsed = now_seconds() - start;
   return true;
 }
 
 bool pingpong_rx_phase(Endpoint& ep, std::size_t bytes, long reps) {
   for (long i = 0; i < reps; ++i) {
-    if (!ep.recv_message(bytes, ep.offset)) return false;
+    const std::size_t slot = ep.messages++;
+    if (!ep.recv_message(slot, bytes, ep.offset)) return false;
     // Echo exactly what arrived (not a fresh pattern), so the transmitter checks the whole path.
-    if (!send_all(ep.fd, ep.rbuf.data(), bytes)) return false;
+    if (!send_all(ep.fd, ep.recv_slot(slot), bytes)) return false;
     ep.offset += bytes;
   }
   return true;

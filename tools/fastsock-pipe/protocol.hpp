@@ -6,26 +6,32 @@
 
 namespace fastsock_pipe {
 
-inline constexpr uint32_t kMagic = 0x46535050;  // "FSPP"
-inline constexpr uint32_t kFlagStream = 1u << 0;
-inline constexpr uint32_t kFlagIntegrity = 1u << 1;
+inline constexpr uint32_t kMagic = 0x46535050;   // "FSPP"
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: modes, element type, cache pool
+// SizeRequest.flags
+inline constexpr uint32_t kFlagIntegrity = 1u << 0;
+// SizeRequest.mode: the Mode enumerator's value (modes.hpp).
 
 enum class Command : uint32_t { size = 1, end = 2 };
 
 // Transmitter -> receiver before each size: run `warmup` untimed repetitions, then `trials`
-// trials of `repeats` repetitions of `bytes`-byte messages. After the last trial the
-// receiver answers with a SizeReply.
+// trials of `repeats` repetitions of `bytes`-byte messages, in `mode`, with buffers of
+// `pool_bytes` per direction (0: one message's worth). After the last trial the receiver
+// answers with a SizeReply.
 struct SizeRequest {
   uint32_t magic;
+  uint32_t version;
   uint32_t command;
+  uint32_t mode;
   uint64_t bytes;
   uint64_t repeats;
+  uint64_t pool_bytes;
   uint32_t warmup;
   uint32_t trials;
   uint32_t flags;
-  uint32_t reserved;
+  uint32_t element;  // ElementType's value
 };
-static_assert(sizeof(SizeRequest) == 40);
+static_assert(sizeof(SizeRequest) == 56);
 
 struct SizeReply {
   uint64_t errors;            // corrupted bytes seen by the receiver at this size

@@ -16,9 +16,10 @@ double percentile_sorted(const std::vector<double>& sorted, double q) {
 }
 
 SizeStats summarize_size(std::size_t bytes, long repeats, const std::vector<double>& samples,
-                         const std::vector<double>& trial_means) {
+                         const std::vector<double>& trial_means, int directions) {
   SizeStats s;
   s.bytes = bytes;
+  s.directions = directions;
   s.repeats = repeats;
   s.trials = static_cast<int>(trial_means.size());
   if (!samples.empty()) {
@@ -32,15 +33,17 @@ SizeStats summarize_size(std::size_t bytes, long repeats, const std::vector<doub
   }
   if (!trial_means.empty()) {
     s.t_best_trial = *std::min_element(trial_means.begin(), trial_means.end());
-    double sum = 0;
+    double sum = 0, tsum = 0;
     s.mbps_min = INFINITY;
     for (double t : trial_means) {
-      const double mbps = to_mbit_per_s(static_cast<double>(bytes), t);
+      tsum += t;
+      const double mbps = to_mbit_per_s(static_cast<double>(bytes) * directions, t);
       s.mbps_min = std::min(s.mbps_min, mbps);
       s.mbps_max = std::max(s.mbps_max, mbps);
       sum += mbps;
     }
     s.mbps_avg = sum / static_cast<double>(trial_means.size());
+    s.t_avg_trial = tsum / static_cast<double>(trial_means.size());
   }
   return s;
 }
@@ -65,7 +68,9 @@ HockneyFit hockney_fit(const std::vector<double>& bytes, const std::vector<doubl
   f.t0 = my - slope * mx;
   f.r_inf = 1.0 / slope;
   f.n_half = f.t0 * f.r_inf;
-  f.valid = true;
+  // A negative start-up time means the straight line does not describe these data (on
+  // loopback the largest sizes often leave the caches and bend the curve up): no fit.
+  f.valid = f.t0 > 0;
   return f;
 }
 

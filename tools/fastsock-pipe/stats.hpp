@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace fastsock_pipe {
@@ -19,19 +20,25 @@ struct SizeStats {
   std::size_t bytes = 0;
   long repeats = 0;          // messages (ping-pong: round trips) per trial
   int trials = 0;
+  int directions = 1;        // 2 in bidirectional mode: bandwidth counts both directions
   // One-way time: half a round trip in ping-pong, time per message in streaming. Taken over
   // every individual sample (ping-pong records each round trip; streaming one per trial).
   double t_min = 0, t_median = 0, t_p99 = 0, t_max = 0;
   // NetPIPE's figure: the lowest trial average (what NPtcp prints and writes to np.out).
   double t_best_trial = 0;
-  // Bandwidth of each trial's average, decimal Mbit/s.
+  double t_avg_trial = 0;    // mean of the trial averages (NetPIPE 5.x's figure)
+  // Bandwidth of each trial's average, decimal Mbit/s: bytes * directions * 8 / time.
   double mbps_min = 0, mbps_avg = 0, mbps_max = 0;
+  uint64_t corrupted = 0;    // integrity mode: corrupted bytes found at this size (both ends)
+  // When each timed trial started, seconds since the run's start: shows the interleaving
+  // of --compare (trial t of every transport before trial t+1 of any).
+  std::vector<double> trial_starts;
 };
 
 // `samples`: every one-way time measured at this size; `trial_means`: each trial's average
 // one-way time. Both non-empty.
 SizeStats summarize_size(std::size_t bytes, long repeats, const std::vector<double>& samples,
-                         const std::vector<double>& trial_means);
+                         const std::vector<double>& trial_means, int directions = 1);
 
 // Hockney's model t(n) = t0 + n / r_inf, fitted by ordinary least squares.
 struct HockneyFit {

@@ -1,0 +1,73 @@
+#include <unistd.h>
+
+#include "endpoint.hpp"
+#include "modes.hpp"
+#include "net.hpp"
+#include "protocol.hpp"
+#include "session.hpp"
+
+namespace fastsock_pipe {
+namespace {
+
+class DirectSession final : public Session {
+ public:
+  DirectSession(int fd, const Options& opt) : mode_(opt.mode) {
+    ep_.fd = fd;
+    ep_.integrity = opt.integrity;
+    ep_.element = opt.element;
+    ep_.corrupt_at = opt.corrupt_at;
+  }
+  ~DirectSession() override { close(ep_.fd); }
+
+  bool begin_size(const SizePlan& plan) override {
+    plan_ = plan;
+    SizeRequest r{kMagic, kProtocolVersion, static_cast<uint32_t>(Command::size),
+                  static_cast<uint32_t>(mode_), plan.bytes, static_cast<uint64_t>(plan.repeats),
+                  plan.pool_bytes, static_cast<uint32_t>(plan.warmup),
+                  static_cast<uint32_t>(plan.trials), ep_.integrity ? kFlagIntegrity : 0u,
+                  static_cast<uint32_t>(ep_.element)};
+    to_wire(r);
+    if (!send_all(ep_.fd, &r, sizeof r)) return false;
+    ep_.prepare(plan.bytes, plan.pool_bytes);
+    errors_before_ = ep_.errors;
+    double ignored = 0;
+    return plan.warmup == 0 || tx_phase(mode_, ep_, plan.bytes, plan.warmup, nullptr, &ignored);
+  }
+
+  bool trial(std::vector<double>& samples, double& per_message) override {
+    return tx_phase(mode_, ep_, plan_.bytes, plan_.repeats, &samples, &per_message);
+  }
+
+  bool end_size(SizeOutcome& out) override {
+    SizeReply reply{};
+    if (!recv_all(ep_.fd, &reply, sizeof reply)) return false;
+    from_wire(reply);
+    out.rx_errors = reply.errors;
+    out.rx_first_bad = reply.first_bad_offset;
+    out.tx_errors = ep_.errors - errors_before_;
+    return true;
+  }
+
+  void finish() override {
+    SizeRequest r{};
+    r.magic = kMagic;
+    r.version = kProtocolVersion;
+    r.command = static_cast<uint32_t>(Command::end);
+    to_wire(r);
+    send_all(ep_.fd, &r, sizeof r);
+  }
+
+ private:
+  Endpoint ep_;
+  Mode mode_;
+  SizePlan plan_;
+  uint64_t errors_before_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Session> make_direct_session(int fd, const Options& opt) {
+  return std::make_unique<DirectSession>(fd, opt);
+}
+
+}  // namespace fastsock_pipe
