@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstring>
 
+#include "cancel_point.hpp"
 #include "endpoint.hpp"
 #include "real.hpp"
 #include "shm_sys.hpp"
@@ -35,10 +36,16 @@ size_t iov_total(const iovec* iov, int iovcnt) {
   return total;
 }
 
-// The part of `iov` after its first `skip` bytes, at most `max` bytes long, in `out`.
+// Small on purpose: these run on the application's stack, whose threads may have little.
+// A call with more elements moves the bytes of the first kIovChunk (after what it already
+// moved) and loops or returns a short count, as the kernel may.
+constexpr int kIovChunk = 16;
+
+// The part of `iov` after its first `skip` bytes, at most `max` bytes long, in `out` (at
+// most kIovChunk elements).
 int iov_window(const iovec* iov, int iovcnt, size_t skip, size_t max, iovec* out) {
   int n = 0;
-  for (int i = 0; i < iovcnt && max > 0; ++i) {
+  for (int i = 0; i < iovcnt && max > 0 && n < kIovChunk; ++i) {
     if (skip >= iov[i].iov_len) {
       skip -= iov[i].iov_len;
       continue;
@@ -267,6 +274,7 @@ bool Conn::ready_for(WaitFor what) {
   return true;
 }
 
+FASTSOCK_CANCELLATION_POINT
 int Conn::wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool has_deadline,
                int64_t deadline) {
   // Spin first: a peer that answers within the budget costs no system call and no sleep.
@@ -314,7 +322,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   const bool waitall = (flags & MSG_WAITALL) && !peek;
   const size_t total = iov_total(iov, iovcnt);
   if (total == 0) return 0;
-  iovec part[IOV_MAX > 1024 ? 1024 : IOV_MAX];
+  iovec part[kIovChunk];
   size_t got = 0;
   bool has_deadline = false, deadline_known = false;
   int64_t deadline = 0;
@@ -322,7 +330,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
     check_peer_cheap();
     note_peer_downgrade();
     serve_resend_if_asked(fd);
-    const int parts = iov_window(iov, std::min(iovcnt, 1024), got, total - got, part);
+    const int parts = iov_window(iov, iovcnt, got, total - got, part);
     if (phase_ == Phase::tcp || rx_tcp_) {
       const ssize_t n = recv_tcp(fd, part, parts, flags);
       if (n < 0) return got ? ssize_t(got) : n;
@@ -332,7 +340,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
     const uint64_t due = tcp_bytes_due();
     if (due > 0) {
       // Bytes the peer sent on TCP before its switch (or while it has not switched).
-      iovec tcp_part[1024];
+      iovec tcp_part[kIovChunk];
       const int tp = iov_window(part, parts, 0, std::min<uint64_t>(due, total - got), tcp_part);
       const ssize_t n = kernel_recv(fd, tcp_part, tp, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
       if (n > 0) {
@@ -391,11 +399,11 @@ ssize_t Conn::recv_tcp(int fd, const iovec* iov, int iovcnt, int flags) {
   const bool peek = flags & MSG_PEEK;
   const size_t total = iov_total(iov, iovcnt);
   size_t got = 0;
-  iovec part[1024];
+  iovec part[kIovChunk];
   while (leftover_pos_ < leftover_len_ && got < total) {
     if (tcp_received_ < leftover_after_tcp_) {
       // The peer's TCP bytes from before its switch come first.
-      const int n = iov_window(iov, std::min(iovcnt, 1024), got,
+      const int n = iov_window(iov, iovcnt, got,
                                size_t(std::min<uint64_t>(leftover_after_tcp_ - tcp_received_,
                                                          total - got)), part);
       const ssize_t r = kernel_recv(fd, part, n, (flags & ~MSG_WAITALL) | (got ? MSG_DONTWAIT : 0));
@@ -405,7 +413,7 @@ ssize_t Conn::recv_tcp(int fd, const iovec* iov, int iovcnt, int flags) {
       got += size_t(r);
       continue;
     }
-    const int n = iov_window(iov, std::min(iovcnt, 1024), got,
+    const int n = iov_window(iov, iovcnt, got,
                              std::min(leftover_len_ - leftover_pos_, total - got), part);
     size_t copied = 0;
     for (int i = 0; i < n; ++i) {
@@ -420,7 +428,7 @@ ssize_t Conn::recv_tcp(int fd, const iovec* iov, int iovcnt, int flags) {
   if (got == total) return ssize_t(got);
   // The kernel's stream (after the leftover, if any). With bytes already copied, take
   // what is there without waiting, unless MSG_WAITALL asks for the rest.
-  const int n = iov_window(iov, std::min(iovcnt, 1024), got, total - got, part);
+  const int n = iov_window(iov, iovcnt, got, total - got, part);
   const int kflags = got && !(flags & MSG_WAITALL) ? flags | MSG_DONTWAIT : flags;
   const ssize_t r = kernel_recv(fd, part, n, kflags);
   if (r < 0) return got ? ssize_t(got) : r;
@@ -460,8 +468,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
     if (int rc = serve_resend(fd, flags); rc < 0) return sent ? ssize_t(sent) : rc;
     if (phase_ == Phase::broken) return sent ? ssize_t(sent) : -ECONNRESET;
     if (phase_ == Phase::tcp || tx_tcp_) {
-      iovec rest[1024];
-      const int parts = iov_window(iov + index, std::min(iovcnt - index, 1024), offset,
+      iovec rest[kIovChunk];
+      const int parts = iov_window(iov + index, iovcnt - index, offset,
                                    total - sent, rest);
       const ssize_t k = kernel_send(fd, rest, parts, flags | MSG_NOSIGNAL);
       if (k < 0) return sent ? ssize_t(sent) : k;
@@ -504,8 +512,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
         continue;  // the rest (if any) goes through the ring
       }
     }
-    iovec part[1024];
-    const int parts = iov_window(iov + index, std::min(iovcnt - index, 1024), offset,
+    iovec part[kIovChunk];
+    const int parts = iov_window(iov + index, iovcnt - index, offset,
                                  total - sent, part);
     const size_t n = tx_.write(part, parts, total - sent);
     if (n > 0) {
@@ -604,6 +612,7 @@ bool Conn::note_peer_downgrade() {
   return true;
 }
 
+FASTSOCK_CANCELLATION_POINT
 int Conn::serve_resend(int fd, int flags) {
   if (tx_tcp_ || (phase_ != Phase::active && phase_ != Phase::tcp)) return 0;
   if (!resending_) {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <new>
 
+#include "cancel_point.hpp"
 #include "fd_table.hpp"
 #include "process.hpp"
 #include "ptr_set.hpp"
@@ -269,6 +270,7 @@ bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
   }
 }
 
+FASTSOCK_CANCELLATION_POINT
 bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const sigset_t* mask,
           long* rc) {
   if (g_set_count.load(std::memory_order_relaxed) == 0) return false;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "cancel_point.hpp"
 #include "config_load.hpp"
 #include "fd_table.hpp"
 #include "real.hpp"
@@ -75,6 +76,7 @@ bool has_user_link(const pollfd* fds, nfds_t n) {
   return false;
 }
 
+FASTSOCK_CANCELLATION_POINT
 long poll_merged(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask) {
   Scratch scratch;
   if (!scratch.allocate(n)) return -ENOMEM;

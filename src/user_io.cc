@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "cancel_point.hpp"
 #include "real.hpp"
 #include "result.hpp"
 #include "transport.hpp"
@@ -47,6 +48,7 @@ using Bounce = std::unique_ptr<char, FreeDeleter>;
 Bounce bounce() { return Bounce(static_cast<char*>(std::malloc(kBounceSize))); }
 
 // Sleeps until the link reports one of `events` (or an error or hang-up), or a signal.
+FASTSOCK_CANCELLATION_POINT
 void wait_for_link(Socket& s, int fd, short events) {
   const short done = short(events | POLLERR | POLLHUP);
   if (s.link->poll_now(s, fd, events) & done) return;
