@@ -362,6 +362,29 @@ Summary bandwidth(Path path, size_t size, bool same_cpu) {
   return s;
 }
 
+// Percentage of CPU time not idle over one second (/proc/stat): these machines are shared,
+// and a busy one makes spinning ends and every timing slower and noisier.
+double machine_busy_percent() {
+  auto sample = [](uint64_t& busy, uint64_t& total) {
+    busy = total = 0;
+    FILE* f = fopen("/proc/stat", "r");
+    if (!f) return false;
+    uint64_t v[8] = {};
+    int n = fscanf(f, "cpu %lu %lu %lu %lu %lu %lu %lu %lu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 5) return false;
+    for (uint64_t x : v) total += x;
+    busy = total - v[3] - v[4];  // minus idle and iowait
+    return true;
+  };
+  uint64_t b0, t0, b1, t1;
+  if (!sample(b0, t0)) return -1;
+  sleep(1);
+  if (!sample(b1, t1) || t1 <= t0) return -1;
+  return 100.0 * double(b1 - b0) / double(t1 - t0);
+}
+
 std::string size_text(size_t n) {
   char b[32];
   if (n >= (1u << 20) && n % (1u << 20) == 0) snprintf(b, sizeof b, "%zu MiB", n >> 20);
@@ -399,6 +422,7 @@ int main(int argc, char** argv) {
   strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
   printf("shm ring benchmark: %s, %ld CPUs, kernel %s, mode %s, ring ends on CPUs %d/%d\n", when,
          cpus, u.release, g_opt.quick ? "quick" : "full", g_opt.cpu_a, g_opt.cpu_b);
+  printf("machine busy before the start (other work sharing the CPUs): %.0f%%\n", machine_busy_percent());
   bool all_ok = true;
   auto check = [&](const Summary& s, const char* what) {
     if (!s.ok) {
