@@ -85,13 +85,13 @@ void RingProducer::maybe_grow(size_t want) {
   if (grow_wanted_) target = window_ * 2;
   while (target < want && target < max_window_) target *= 2;
   if (target > max_window_) target = max_window_;
+  grow_wanted_ = false;  // asked again by the next write that does not fit
   if (target <= window_) return;
   // Allocate the new pages first; without memory the ring keeps its window.
   if (segment_->prefault(dir_, window_, target - window_) != 0) return;
   window_ = target;
   // Relaxed: published by the release store of the tail that follows the first byte.
   producer_->window.store(window_, std::memory_order_relaxed);
-  grow_wanted_ = false;
 }
 
 size_t RingProducer::write(const iovec* iov, int iovcnt, size_t max) {
@@ -108,7 +108,7 @@ size_t RingProducer::write(const iovec* iov, int iovcnt, size_t max) {
   const size_t free_bytes = window_ - static_cast<size_t>(tail_ - head);
   const size_t n = want < free_bytes ? want : free_bytes;
   // A write that does not fit marks the connection as streaming: grow when next empty.
-  if (n < want) grow_wanted_ = true;
+  if (n < want && window_ < max_window_) grow_wanted_ = true;
   if (n == 0) return 0;
   copy_in(data_, spans(tail_, n, window_), iov, iovcnt);
   tail_ += n;
