@@ -93,9 +93,13 @@ size_t HandoffSender::finish() {
 // ---- receiver ----
 
 HandoffReceiver::HandoffReceiver(const Segment& segment, int dir)
-    : segment_(&segment),
-      slot_(&segment.layout()->dir[dir & 1].handoff),
-      seq_(handoff_seq(slot_->ctl.load(std::memory_order_relaxed))) {}
+    : segment_(&segment), slot_(&segment.layout()->dir[dir & 1].handoff) {
+  // Whatever the slot holds is history, except a post nobody has read from yet: the
+  // producer may have posted before this end was set up, and that post is ours to read.
+  const uint64_t ctl = slot_->ctl.load(std::memory_order_acquire);
+  seq_ = handoff_seq(ctl);
+  if (handoff_state(ctl) == HandoffState::posted && handoff_progress(ctl) == 0) --seq_;
+}
 
 bool HandoffReceiver::load(RingConsumer& ring, Live& live) {
   live = Live{};

@@ -1,6 +1,8 @@
 // Ring producer and consumer (shm_ring.hpp).
 #include "shm_ring.hpp"
 
+#include <cstring>
+
 #include "shm_iov.hpp"
 
 namespace fastsock::shm {
@@ -19,6 +21,32 @@ Spans spans(uint64_t counter, size_t n, uint32_t window) {
   size_t pos = static_cast<size_t>(counter & (window - 1));
   size_t first = n < window - pos ? n : window - pos;
   return Spans{pos, first, n - first};
+}
+
+// Copies n bytes from the caller's iovecs into the ring's spans / out of them. One iovec
+// (the common send/recv case) is copied directly; arrays go through an IovCursor.
+void copy_in(unsigned char* ring, const Spans& s, const iovec* iov, int iovcnt) {
+  if (iovcnt == 1) {
+    const auto* src = static_cast<const unsigned char*>(iov[0].iov_base);
+    std::memcpy(ring + s.first_pos, src, s.first_len);
+    if (s.second_len) std::memcpy(ring, src + s.first_len, s.second_len);
+    return;
+  }
+  IovCursor in(iov, iovcnt);
+  in.gather(ring + s.first_pos, s.first_len);
+  if (s.second_len) in.gather(ring, s.second_len);
+}
+
+void copy_out(const unsigned char* ring, const Spans& s, const iovec* iov, int iovcnt) {
+  if (iovcnt == 1) {
+    auto* dst = static_cast<unsigned char*>(iov[0].iov_base);
+    std::memcpy(dst, ring + s.first_pos, s.first_len);
+    if (s.second_len) std::memcpy(dst + s.first_len, ring, s.second_len);
+    return;
+  }
+  IovCursor out(iov, iovcnt);
+  out.scatter(ring + s.first_pos, s.first_len);
+  if (s.second_len) out.scatter(ring, s.second_len);
 }
 
 }  // namespace
@@ -48,6 +76,7 @@ bool RingProducer::load_head(uint64_t& head) {
     corrupt_ = true;
     return false;
   }
+  head_seen_ = head;
   return true;
 }
 
@@ -56,31 +85,32 @@ void RingProducer::maybe_grow(size_t want) {
   if (grow_wanted_) target = window_ * 2;
   while (target < want && target < max_window_) target *= 2;
   if (target > max_window_) target = max_window_;
+  grow_wanted_ = false;  // asked again by the next write that does not fit
   if (target <= window_) return;
   // Allocate the new pages first; without memory the ring keeps its window.
   if (segment_->prefault(dir_, window_, target - window_) != 0) return;
   window_ = target;
   // Relaxed: published by the release store of the tail that follows the first byte.
   producer_->window.store(window_, std::memory_order_relaxed);
-  grow_wanted_ = false;
 }
 
 size_t RingProducer::write(const iovec* iov, int iovcnt, size_t max) {
   if (corrupt_ || closed_) return 0;
   const size_t want = iov_total(iov, iovcnt, max);
   if (want == 0) return 0;
-  uint64_t head;
-  if (!load_head(head)) return 0;
-  if (head == tail_ && window_ < max_window_ && (grow_wanted_ || want > window_)) maybe_grow(want);
+  // The head seen last time is a lower bound of the real one: while it leaves room, the
+  // consumer's line is not touched (one cache-line transfer less per small write).
+  uint64_t head = head_seen_;
+  if (window_ - (tail_ - head) < want || grow_wanted_) {
+    if (!load_head(head)) return 0;
+    if (head == tail_ && window_ < max_window_ && (grow_wanted_ || want > window_)) maybe_grow(want);
+  }
   const size_t free_bytes = window_ - static_cast<size_t>(tail_ - head);
   const size_t n = want < free_bytes ? want : free_bytes;
   // A write that does not fit marks the connection as streaming: grow when next empty.
-  if (n < want) grow_wanted_ = true;
+  if (n < want && window_ < max_window_) grow_wanted_ = true;
   if (n == 0) return 0;
-  IovCursor in(iov, iovcnt);
-  Spans s = spans(tail_, n, window_);
-  in.gather(data_ + s.first_pos, s.first_len);
-  in.gather(data_, s.second_len);
+  copy_in(data_, spans(tail_, n, window_), iov, iovcnt);
   tail_ += n;
   producer_->tail.store(tail_, std::memory_order_release);
   return n;
@@ -143,10 +173,7 @@ size_t RingConsumer::read(const iovec* iov, int iovcnt, size_t max, bool peek) {
   size_t avail = static_cast<size_t>(tail - head_);
   size_t n = iov_total(iov, iovcnt, avail < max ? avail : max);
   if (n == 0) return 0;
-  IovCursor out(iov, iovcnt);
-  Spans s = spans(head_, n, window_);
-  out.scatter(data_ + s.first_pos, s.first_len);
-  out.scatter(data_, s.second_len);
+  copy_out(data_, spans(head_, n, window_), iov, iovcnt);
   if (!peek) {
     head_ += n;
     consumer_->head.store(head_, std::memory_order_release);

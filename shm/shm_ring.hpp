@@ -13,7 +13,9 @@
 // - Memory ordering: the producer copies the bytes, then stores `tail` with release; the
 //   consumer loads `tail` with acquire, then reads the bytes. Symmetrically the consumer
 //   stores `head` with release after it has copied bytes out, and the producer loads it with
-//   acquire before overwriting that space. `fin` is stored with release after the last
+//   acquire before overwriting that space. The producer re-reads `head` only when the head
+//   it saw last leaves too little room, so small writes do not pull the consumer's line.
+//   `fin` is stored with release after the last
 //   `tail` store, so a consumer that loads `fin` (acquire) before `tail` sees the final tail.
 // - The window grows (doubles, up to max_window) only at a moment when the producer sees
 //   the ring empty (head == tail), and only for a connection that streams: after a write
@@ -72,6 +74,7 @@ class RingProducer {
   uint32_t max_window_ = 0;
   uint32_t window_ = 0;
   uint64_t tail_ = 0;
+  uint64_t head_seen_ = 0;  // last validated head: free space is at least window - (tail - it)
   bool grow_wanted_ = false;
   bool closed_ = false;
   bool corrupt_ = true;  // a default-constructed end is unusable

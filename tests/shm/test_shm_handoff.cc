@@ -92,6 +92,24 @@ TEST_CASE("handoff in one process: ring bytes, then the buffer in partial reads,
   }
 }
 
+TEST_CASE("a receiver set up after the post still reads it") {
+  Dir0 d(false);
+  auto big = pattern_bytes(0, 20000);
+  REQUIRE(d.tx.post(d.ring_out, big.data(), big.size()));
+  HandoffReceiver late(d.seg, 0);
+  std::vector<unsigned char> got(30000);
+  iovec io = iov_of(got.data(), got.size());
+  REQUIRE(late.read(d.ring_in, &io, 1, got.size(), false) == big.size());
+  got.resize(big.size());
+  CHECK(got == big);
+  CHECK(d.tx.done());
+  CHECK(d.tx.finish() == big.size());
+  // And one set up after that post finished ignores it.
+  HandoffReceiver later(d.seg, 0);
+  CHECK(later.read(d.ring_in, &io, 1, got.size(), false) == 0);
+  CHECK_FALSE(d.ring_in.corrupt());
+}
+
 TEST_CASE("handoff scatters into an iovec array") {
   Dir0 d(true);
   auto big = pattern_bytes(0, 10000);

@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "shm_handoff.hpp"
 #include "shm_notify.hpp"
 #include "shm_ring.hpp"
 #include "shm_test_util.hpp"
@@ -151,4 +152,70 @@ TEST_CASE("two processes ping-pong sleeping on eventfds: no lost wake-up") {
   if (pid == 0) _exit(play(1));
   CHECK(play(0) == 0);
   CHECK(shm_test::wait_child(pid) == 0);
+}
+
+TEST_CASE("two processes stream 96 MiB with handoffs, both sleeping when blocked: no lost wake-up") {
+  Pair p;
+  p.seg.set_peer_in_this_process(false);
+  constexpr uint64_t kTotal = 96ull << 20;
+  constexpr size_t kBig = 256 << 10;
+  // Sleeps until `ready()` holds: arm, re-check, poll (5 s means a lost wake-up), drain.
+  auto wait_until = [](Notifier& n, bool data, auto ready) {
+    while (!ready()) {
+      if (data) n.arm_for_data(); else n.arm_for_space();
+      if (ready()) break;
+      pollfd pfd{n.fd(), POLLIN, 0};
+      if (poll(&pfd, 1, 5000) == 0) return false;
+      n.drain();
+    }
+    return true;
+  };
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    RingConsumer in(p.seg, 0);
+    HandoffReceiver rx(p.seg, 0);
+    Notifier& n = p.n[1];
+    std::vector<unsigned char> buf(100000);
+    uint64_t got = 0;
+    while (got < kTotal) {
+      iovec io = iov_of(buf.data(), buf.size());
+      size_t k = 0;
+      if (!wait_until(n, true, [&] { return (k = rx.read(in, &io, 1, buf.size(), false)) > 0 || in.corrupt(); }))
+        _exit(11);
+      if (in.corrupt()) _exit(12);
+      n.space_freed();
+      for (size_t i = 0; i < k; ++i)
+        if (buf[i] != shm_test::pattern(got + i)) _exit(13);
+      got += k;
+    }
+    _exit(0);
+  }
+  RingProducer out(p.seg, 0);
+  HandoffSender tx(p.seg, 0);
+  Notifier& n = p.n[0];
+  uint64_t sent = 0;
+  int message = 0;
+  while (sent < kTotal) {
+    size_t len = std::min<uint64_t>(++message % 10 == 0 ? kBig : 5000 + message % 3000, kTotal - sent);
+    auto v = shm_test::pattern_bytes(sent, len);
+    size_t off = 0;
+    if (len == kBig && tx.post(out, v.data(), len)) {
+      n.data_published();
+      REQUIRE(wait_until(n, false, [&] { return tx.done(); }));
+      off = tx.finish();
+      REQUIRE_FALSE(tx.corrupt());
+    }
+    while (off < len) {
+      iovec io = iov_of(v.data() + off, len - off);
+      size_t k = 0;
+      REQUIRE(wait_until(n, false, [&] { return (k = out.write(&io, 1, len - off)) > 0 || out.corrupt(); }));
+      REQUIRE_FALSE(out.corrupt());
+      n.data_published();
+      off += k;
+    }
+    sent += len;
+  }
+  CHECK(shm_test::wait_child(pid) == 0);
+  CHECK_FALSE(tx.refused());
 }

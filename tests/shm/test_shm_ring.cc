@@ -248,7 +248,13 @@ TEST_CASE("every corrupt shared value makes the end corrupt, sticky, with no acc
   }
   SECTION("producer: head ahead of tail") {
     d.consumer.head.store(2000);
-    CHECK(put(p, pattern_bytes(0, 10)) == 0);
+    CHECK(p.writable() == 0);  // writable() always re-reads the head
+    producer_stays_corrupt();
+  }
+  SECTION("producer: a bad head is seen as soon as a write needs more room") {
+    d.consumer.head.store(2000);
+    CHECK(put(p, pattern_bytes(1000, 10)) == 10);  // the room it saw last suffices
+    CHECK(put(p, pattern_bytes(1010, 3200)) == 0);   // it does not: re-read, corrupt
     producer_stays_corrupt();
   }
   SECTION("producer: head more than a window behind") {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -138,6 +139,18 @@ TEST_CASE("attach rejects unsealed, wrongly sized and non-file descriptors") {
   REQUIRE(ftruncate(raw, off_t(good.size())) == 0);
   REQUIRE(pwrite(raw, good.layout(), sizeof(Layout), 0) == ssize_t(sizeof(Layout)));
   CHECK(b.attach(raw).reason == std::string("segment is not sealed against resizing"));
+
+  // A file in /dev/shm (size-limited tmpfs) cannot carry the seals at all.
+  char name[64];
+  snprintf(name, sizeof name, "/dev/shm/fastsock-test-seg.%d", int(getpid()));
+  int shmfile = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (shmfile >= 0) {
+    unlink(name);
+    REQUIRE(ftruncate(shmfile, off_t(good.size())) == 0);
+    REQUIRE(pwrite(shmfile, good.layout(), sizeof(Layout), 0) == ssize_t(sizeof(Layout)));
+    CHECK(fcntl(shmfile, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == -1);
+    CHECK(b.attach(shmfile).reason == std::string("segment is not sealed against resizing"));
+  }
 
   int tiny = memfd_create("tiny", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   REQUIRE(tiny >= 0);
