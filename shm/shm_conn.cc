@@ -23,6 +23,9 @@ namespace fastsock::shm {
 namespace {
 
 constexpr uint64_t kUnknown = UINT64_MAX;  // the peer has not switched yet: all TCP so far
+// How long a blocking send waits for the reader to start on a handoff before it sends the
+// rest through the ring (see send()).
+constexpr int64_t kHandoffPatienceNs = 2'000'000;
 
 int64_t now_ns() {
   timespec ts;
@@ -455,6 +458,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
   const size_t total = iov_total(iov, iovcnt);
   size_t sent = 0;
   bool has_deadline = false, deadline_known = false, nb_known = false, nb = false;
+  bool handoff_ok = true;
   int64_t deadline = 0;
   int index = 0;
   size_t offset = 0;  // into iov[index]
@@ -480,7 +484,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
     const size_t rest_of_element = iov[index].iov_len - offset;
     // A large element of a blocking send goes by handoff: the peer copies it straight from
     // this buffer, and this call returns once it has (shm_handoff.hpp).
-    if (rest_of_element >= options_.handoff_threshold && !handoff_out_.refused()) {
+    if (handoff_ok && rest_of_element >= options_.handoff_threshold && !handoff_out_.refused()) {
       if (!nb_known) {
         nb = nonblocking(fd, flags);
         nb_known = true;
@@ -488,14 +492,25 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       if (!nb && handoff_out_.post(tx_, base, rest_of_element)) {
         (void)notifier_.data_published();
         int w = 0;
+        // TCP would have buffered the message; a handoff waits for the reader. A reader
+        // that does not come (it is sending too, or busy) gets the bytes through the ring
+        // instead once the patience runs out: two peers that both send large messages
+        // before reading must not deadlock on each other.
+        const int64_t patience_end = now_ns() + kHandoffPatienceNs;
         while (!handoff_out_.done() && phase_ == Phase::active &&
                tx_control_.state() != DirectionState::downgrade_requested) {
           if (!deadline_known) {
             has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
             deadline_known = true;
           }
-          if ((w = wait(lock, fd, WaitFor::handoff, has_deadline, deadline)) < 0) {
+          const bool own_bound = !has_deadline || patience_end < deadline;
+          if ((w = wait(lock, fd, WaitFor::handoff, true,
+                        own_bound ? patience_end : deadline)) < 0) {
             if (w == -EINTR && interrupted_call_restarts()) continue;
+            if (w == -EAGAIN && own_bound) {
+              w = 0;
+              handoff_ok = false;  // patience over: the ring takes the rest of this call
+            }
             break;
           }
           if (dead_peer(fd)) break;
@@ -707,7 +722,10 @@ short Conn::poll_now(int fd, short events) {
       pollfd p{fd, POLLOUT, 0};
       if (real().poll(&p, 1, 0) > 0) rev |= short(p.revents & (POLLOUT | POLLERR | POLLHUP));
     } else if (!resending_ && (write_shut_ || tx_.read_closed() ||
-                               tx_.writable() * 4 >= tx_.window())) {  // TCP's low-water mark, roughly
+                               tx_.writable() * 2 >= tx_.window())) {
+      // Writable once half the window is free: a program that writes what it read in
+      // buffers of half a window (socat: 8 KiB, the default 16 KiB window) then does not
+      // block after poll said writable (TCP's far larger buffer hides the difference).
       rev |= POLLOUT;
     }
   }
