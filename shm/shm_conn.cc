@@ -268,6 +268,15 @@ ssize_t Conn::tcp_peek(int fd) {
   return n < 0 ? -errno : n;
 }
 
+short Conn::tcp_watch(bool for_data) {
+  // The TCP socket wakes a waiter for the bytes a peer sends there (before its switch, after
+  // a downgrade) and for the peer's death (end of stream or reset). Once the peer has
+  // half-closed in order (FIN on the ring), the socket stays readable for good: a waiter
+  // for room only must not watch it then, or it would never sleep.
+  if (!for_data && rx_.fin() && !rx_tcp_) return 0;
+  return POLLIN | POLLRDHUP;
+}
+
 bool Conn::ready_for(WaitFor what) {
   switch (what) {
     case WaitFor::data: return handoff_in_.readable(rx_) > 0 || rx_.fin() || rx_.corrupt();
@@ -299,7 +308,7 @@ int Conn::wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool ha
   nfds_t n = 0;
   p[n++] = pollfd{own_bell_, POLLIN, 0};
   // The TCP socket: bytes sent before the switch, and the peer's death (FIN or reset).
-  p[n++] = pollfd{fd, short(POLLIN | POLLRDHUP), 0};
+  if (const short tcp = tcp_watch(what == WaitFor::data); tcp) p[n++] = pollfd{fd, tcp, 0};
   if (phase_ == Phase::awaiting_peer && dialer_.fd() >= 0) p[n++] = pollfd{dialer_.fd(), POLLIN, 0};
   int timeout_ms = -1;
   if (has_deadline) {
@@ -727,6 +736,8 @@ short Conn::poll_now(int fd, short events) {
       // buffers of half a window (socat: 8 KiB, the default 16 KiB window) then does not
       // block after poll said writable (TCP's far larger buffer hides the difference).
       rev |= POLLOUT;
+    } else if (!resending_ && dead_peer(fd)) {
+      rev |= POLLOUT | POLLERR;  // as the kernel reports a reset socket: a write fails now
     }
   }
   return short(rev & (events | POLLERR | POLLHUP));
@@ -741,10 +752,10 @@ int Conn::wait_fds(int fd, short events, pollfd* out) {
   if (events & (POLLIN | POLLRDHUP)) notifier_.arm_for_data();
   if (events & POLLOUT) notifier_.arm_for_space();
   out[n++] = pollfd{own_bell_, POLLIN, 0};
-  short tcp_events = POLLIN | POLLRDHUP;
+  short tcp_events = tcp_watch(events & (POLLIN | POLLRDHUP));
   if (phase_ == Phase::awaiting_peer || tx_tcp_) tcp_events |= short(events & POLLOUT);
   if (resending_) tcp_events |= POLLOUT;
-  out[n++] = pollfd{fd, tcp_events, 0};
+  if (tcp_events) out[n++] = pollfd{fd, tcp_events, 0};
   if (phase_ == Phase::awaiting_peer && dialer_.fd() >= 0) out[n++] = pollfd{dialer_.fd(), POLLIN, 0};
   return n;
 }

@@ -105,6 +105,8 @@ class Conn {
   uint64_t tcp_bytes_due();
   enum class WaitFor : uint8_t { data, space, handoff };
   bool ready_for(WaitFor what);
+  // What to watch on the TCP socket while waiting (0: nothing).
+  short tcp_watch(bool for_data);
   // The peer moved its stream to TCP and the ring is empty: read TCP from now on. True
   // when that just happened.
   bool note_peer_downgrade();
