@@ -338,5 +338,9 @@ TEST_CASE("two processes stream 128 MiB through a ring with the pattern intact")
   }
   p.close_write();
   CHECK(shm_test::wait_child(pid) == 0);
-  CHECK(p.window() == kDefaultMaxWindow);  // it streamed: grown to the cap
+  // How far the window grew depends on how often the consumer caught up (it grows only
+  // when the ring is empty), i.e. on scheduling: the growth rules themselves are checked
+  // deterministically above. Here only that it stayed within its bounds.
+  CHECK(p.window() >= kDefaultInitialWindow);
+  CHECK(p.window() <= kDefaultMaxWindow);
 }
