@@ -75,6 +75,8 @@ class Conn {
   long bytes_readable(int fd);
   short poll_now(int fd, short events);
   int wait_fds(int fd, short events, pollfd* out);
+  // The scheduling hint of Notifier::peer_on_my_cpu (false unless on shm).
+  bool peer_on_my_cpu() { return phase_ == Phase::active && notifier_.peer_on_my_cpu(); }
   void after_wait();
   int shutdown(int fd, int how);
   // This end moves the connection to TCP for good (fork, exec, fdopen, passing the

@@ -24,7 +24,7 @@
 namespace fastsock::shm {
 
 inline constexpr uint64_t kMagic = 0x6d68'736b'636f'7366ull;  // "fsockshm" little-endian
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;  // 2: SideLine::cpu
 inline constexpr uint32_t kHeaderBytes = 4096;         // the layout, padded to one page
 inline constexpr uint32_t kMinWindow = 4096;           // smallest ring window (one page)
 inline constexpr uint32_t kMaxWindowLimit = 64u << 20; // largest max_window attach accepts
@@ -151,11 +151,15 @@ struct alignas(64) SideLine {
   std::atomic<uint32_t> arm_data;   // s waits for bytes in direction 1 - s
   std::atomic<uint32_t> arm_space;  // s waits for free space in direction s
   std::atomic<uint32_t> pending;    // 1: s's eventfd has been signalled and not drained yet
-  uint32_t reserved[13];
+  // 1 + the CPU s last started waiting on (0: not known yet). A scheduling hint for the
+  // peer's spin (shm_notify.hpp); any value is harmless.
+  std::atomic<uint32_t> cpu;
+  uint32_t reserved[12];
 };
 static_assert(offsetof(SideLine, arm_data) == 0);
 static_assert(offsetof(SideLine, arm_space) == 4);
 static_assert(offsetof(SideLine, pending) == 8);
+static_assert(offsetof(SideLine, cpu) == 12);
 static_assert(sizeof(SideLine) == 64);
 
 struct Layout {

@@ -2,6 +2,7 @@
 #include "shm_notify.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 
 #include <atomic>
 
@@ -33,6 +34,14 @@ void Notifier::arm_for_space(ArmMode mode) {
 
 void Notifier::disarm_data() { own_->arm_data.store(0, std::memory_order_relaxed); }
 void Notifier::disarm_space() { own_->arm_space.store(0, std::memory_order_relaxed); }
+
+bool Notifier::peer_on_my_cpu() {
+  const int cpu = sched_getcpu();  // glibc reads it from rseq: no system call
+  if (cpu < 0) return false;
+  const uint32_t mine = uint32_t(cpu) + 1;
+  if (own_->cpu.load(std::memory_order_relaxed) != mine) own_->cpu.store(mine, std::memory_order_relaxed);
+  return peer_->cpu.load(std::memory_order_relaxed) == mine;
+}
 
 uint64_t Notifier::drain() {
   uint64_t count = 0;

@@ -56,6 +56,10 @@ class Notifier {
   // returns how many signals were counted (0 if none).
   uint64_t drain();
   int fd() const { return own_fd_; }
+  // Notes the CPU this side is about to wait on and tells whether the peer last waited on
+  // the same one. Spinning only helps while the peer runs on another CPU; on ours it would
+  // hold the CPU the peer needs to answer for the whole spin budget, so the caller yields.
+  bool peer_on_my_cpu();
 
   // Publishing side. Return whether the peer's eventfd was written.
   bool data_published();  // after bytes were written to direction `side`

@@ -169,6 +169,7 @@ class ShmTransport final : public Transport {
     return conn(s).wait_fds(fd, events, out);
   }
   void disarm(Socket& s) noexcept override { conn(s).after_wait(); }
+  bool peer_shares_cpu(Socket& s) noexcept override { return conn(s).peer_on_my_cpu(); }
   void option_set(Socket& s, int level, int name, const void* value,
                   socklen_t len) noexcept override {
     if (!s.link_state || level != SOL_SOCKET || name != SO_LINGER || len < socklen_t(sizeof(linger)))

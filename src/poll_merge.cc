@@ -1,5 +1,7 @@
 #include "poll_merge.hpp"
 
+#include <sched.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -100,6 +102,9 @@ long poll_merged(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t*
   const int64_t deadline =
       timeout ? now_ns() + timeout->tv_sec * 1'000'000'000 + timeout->tv_nsec : -1;
   const int64_t spin_until = now_ns() + int64_t(config().spin_us) * 1000;
+  bool yield = false;  // a peer waits on this CPU: spinning would keep it from answering
+  for (nfds_t i = 0; i < n && !yield; ++i)
+    if (users[i]) yield = users[i]->link->peer_shares_cpu(*users[i]);
   for (;;) {
     // The set's kernel entries, asked without waiting, and the links' readiness.
     for (nfds_t i = 0; i < n; ++i) k[i] = pollfd{users[i] ? -1 : fds[i].fd, fds[i].events, 0};
@@ -111,7 +116,10 @@ long poll_merged(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t*
     if (ready > 0) return ready;
     const int64_t now = now_ns();
     if (deadline >= 0 && now >= deadline) return 0;
-    if (now < spin_until) continue;  // busy-wait within the spin budget: no sleep, no wake-up
+    if (now < spin_until) {  // busy-wait within the spin budget: no sleep, no wake-up
+      if (yield) sched_yield();
+      continue;
+    }
 
     // Sleep: arm every link, add its wake descriptors, check once more (an event between
     // the check above and arming would otherwise be missed), then let the kernel wait.

@@ -76,6 +76,9 @@ class Transport {
   static constexpr int kMaxWaitFds = 3;
   virtual int wait_fds(Socket& s, int fd, short events, struct pollfd* out) noexcept = 0;
   virtual void disarm(Socket& s) noexcept = 0;
+  // Whether the peer last waited on the CPU this thread runs on: a poll() that would spin
+  // on such a connection yields the CPU instead (the peer cannot answer while it spins).
+  virtual bool peer_shares_cpu(Socket& s) noexcept = 0;
 
   // setsockopt() succeeded on the kernel socket (which keeps every option's state).
   virtual void option_set(Socket& s, int level, int name, const void* value,

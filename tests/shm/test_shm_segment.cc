@@ -99,7 +99,7 @@ std::string attach_after(F spoil, const Limits& acceptable = Limits{}) {
 TEST_CASE("attach rejects a segment with any bad header field") {
   CHECK(attach_after([](SegmentHeader&) {}) == "ok");
   CHECK(attach_after([](SegmentHeader& h) { h.magic ^= 1; }) == "bad segment magic");
-  CHECK(attach_after([](SegmentHeader& h) { h.version = 2; }) == "unsupported segment version");
+  CHECK(attach_after([](SegmentHeader& h) { h.version = kVersion + 1; }) == "unsupported segment version");
   CHECK(attach_after([](SegmentHeader& h) { h.header_bytes = 8192; }) == "bad segment header size");
   CHECK(attach_after([](SegmentHeader& h) { h.max_window = 3u << 18; }) ==
         "segment maximum window invalid or above the accepted limit");

@@ -49,6 +49,7 @@ class TcpTransport final : public Transport {
     return 1;
   }
   void disarm(Socket&) noexcept override {}
+  bool peer_shares_cpu(Socket&) noexcept override { return false; }
   void option_set(Socket&, int, int, const void*, socklen_t) noexcept override {}
   void downgrade(Socket&, int, const char*) noexcept override {}
   int shutdown(Socket&, int fd, int how) noexcept override {
