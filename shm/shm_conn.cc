@@ -27,6 +27,9 @@ constexpr uint64_t kUnknown = UINT64_MAX;  // the peer has not switched yet: all
 // How long a blocking send waits for the reader to start on a handoff before it sends the
 // rest through the ring (see send()).
 constexpr int64_t kHandoffPatienceNs = 2'000'000;
+// How long a blocking send waits on a full ring whose reader takes nothing before its
+// direction moves to TCP (see send()).
+constexpr int64_t kStalledRingNs = 250'000'000;
 
 int64_t now_ns() {
   timespec ts;
@@ -476,6 +479,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
   bool has_deadline = false, deadline_known = false, nb_known = false, nb = false;
   bool handoff_ok = true;
   int64_t deadline = 0;
+  int64_t stalled_since = 0;  // when the ring was found full with no room made since
   int index = 0;
   size_t offset = 0;  // into iov[index]
   while (sent < total) {
@@ -548,6 +552,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
                                  total - sent, part);
     const size_t n = tx_.write(part, parts, total - sent);
     if (n > 0) {
+      stalled_since = 0;
       (void)notifier_.data_published();
       shm_sent_ += n;
       sent += n;
@@ -577,7 +582,22 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
       deadline_known = true;
     }
-    if (int w = wait(lock, fd, WaitFor::space, has_deadline, deadline); w < 0) {
+    // TCP would have taken these bytes into its socket buffer (megabytes) and returned; a
+    // program may count on that, e.g. one that writes a whole request before it reads the
+    // answer while its peer does the same, or socat's echo through its own pipe. A reader
+    // that takes nothing from the full ring for kStalledRingNs is not coming soon: this
+    // direction continues on TCP, whose buffer takes what it would have taken.
+    const int64_t now = now_ns();
+    if (stalled_since == 0) stalled_since = now;
+    const int64_t stall_end = stalled_since + kStalledRingNs;
+    if (now >= stall_end) {
+      move_tx_to_tcp(fd);
+      if (rx_tcp_) fall_back("the reader took nothing from the full ring for 250 ms");
+      continue;  // the rest goes on TCP
+    }
+    const bool own_bound = !has_deadline || stall_end < deadline;
+    if (int w = wait(lock, fd, WaitFor::space, true, own_bound ? stall_end : deadline); w < 0) {
+      if (w == -EAGAIN && own_bound) continue;  // the stall check above decides
       if (sent) return ssize_t(sent);
       if (w == -EINTR && interrupted_call_restarts()) continue;
       return w;
@@ -596,14 +616,7 @@ void Conn::downgrade(int fd, const char* why) {
   // This end's stream: its last ring byte is written (the send lock is held). Normally the
   // peer empties the ring, then reads TCP. If the peer already left the ring itself, it
   // asked for the bytes it did not read: resend them now, before anything new.
-  if (!tx_switched_) {
-    tx_control_.set_switch_offset(tcp_sent_);
-    tx_switched_ = true;
-  }
-  if (tx_control_.resume_on_tcp() == DirectionState::downgrade_requested) {
-    while (!tx_tcp_ && serve_resend(fd, 0) == -EINTR) {}
-  }
-  tx_tcp_ = true;
+  move_tx_to_tcp(fd);
   // The peer's stream: this end reads no more of the ring, and asks the peer to resend
   // what it did not consume. If the peer already left the ring, the ring holds the last of
   // its bytes before TCP: keep them for the next reads.
@@ -614,6 +627,17 @@ void Conn::downgrade(int fd, const char* why) {
   snprintf(reason_, sizeof reason_, "moved to TCP: %s", why);
   fallback_reason_ = reason_;
   phase_ = Phase::tcp;
+}
+
+void Conn::move_tx_to_tcp(int fd) {
+  if (!tx_switched_) {
+    tx_control_.set_switch_offset(tcp_sent_);
+    tx_switched_ = true;
+  }
+  if (tx_control_.resume_on_tcp() == DirectionState::downgrade_requested) {
+    while (!tx_tcp_ && serve_resend(fd, 0) == -EINTR) {}
+  }
+  tx_tcp_ = true;
 }
 
 void Conn::keep_ring_leftover() {

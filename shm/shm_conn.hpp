@@ -101,6 +101,9 @@ class Conn {
   bool check_peer();
   void check_peer_cheap();
   void fall_back(const char* why);
+  // This end's stream continues on TCP after its last ring byte (the peer reads the ring
+  // empty first); resends first what the peer asked for, if it asked. Send lock held.
+  void move_tx_to_tcp(int fd);
   // The peer broke the protocol or the segment: ECONNRESET from now on, with the reason.
   void break_connection(const char* why);
   // Bytes the peer still sends on TCP before its switch, or UINT64_MAX while unknown.
