@@ -681,12 +681,14 @@ int Conn::serve_resend(int fd, int flags) {
     resend_next_ = tx_.written() - (shm_sent_ - consumed);
     resending_ = true;
   }
-  const unsigned char* data = segment_.ring_data(side_);
-  const uint64_t mask = tx_.window() - 1;
   while (resend_next_ < tx_.written()) {
-    const uint64_t pos = resend_next_ & mask;
-    const size_t len = size_t(std::min<uint64_t>(tx_.written() - resend_next_, mask + 1 - pos));
-    const iovec v{const_cast<unsigned char*>(data + pos), len};
+    size_t len = 0;
+    const unsigned char* bytes = tx_.bytes_at(resend_next_, SIZE_MAX, len);
+    if (len == 0) {
+      break_connection("the bytes to resend are no longer in the ring");
+      return -ECONNRESET;
+    }
+    const iovec v{const_cast<unsigned char*>(bytes), len};
     const ssize_t n = kernel_send(fd, &v, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n == -EAGAIN) {
       if (nonblocking(fd, flags)) return -EAGAIN;
@@ -762,7 +764,7 @@ short Conn::poll_now(int fd, short events) {
       pollfd p{fd, POLLOUT, 0};
       if (real().poll(&p, 1, 0) > 0) rev |= short(p.revents & (POLLOUT | POLLERR | POLLHUP));
     } else if (!resending_ && (write_shut_ || tx_.read_closed() ||
-                               tx_.writable() * 2 >= tx_.window())) {
+                               tx_.half_free())) {
       // Writable once half the window is free: a program that writes what it read in
       // buffers of half a window (socat: 8 KiB, the default 16 KiB window) then does not
       // block after poll said writable (TCP's far larger buffer hides the difference).

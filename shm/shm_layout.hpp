@@ -24,7 +24,7 @@
 namespace fastsock::shm {
 
 inline constexpr uint64_t kMagic = 0x6d68'736b'636f'7366ull;  // "fsockshm" little-endian
-inline constexpr uint32_t kVersion = 2;  // 2: SideLine::cpu
+inline constexpr uint32_t kVersion = 2;  // 2: SideLine::cpu; ring geometry (growth when not empty)
 inline constexpr uint32_t kHeaderBytes = 4096;         // the layout, padded to one page
 inline constexpr uint32_t kMinWindow = 4096;           // smallest ring window (one page)
 inline constexpr uint32_t kMaxWindowLimit = 64u << 20; // largest max_window attach accepts
@@ -56,20 +56,42 @@ static_assert(offsetof(SegmentHeader, ring_offset) == 32);
 static_assert(offsetof(SegmentHeader, creator_pid) == 48);
 static_assert(sizeof(SegmentHeader) == 64);
 
+// Where the ring's bytes are (shm_ring.hpp, "the window grows"): bytes from `grown_at` on
+// sit at their counter modulo `window`, bytes before it modulo `previous` (the window before
+// the last growth). One 64-bit word, so that a reader never sees half of a change:
+//   bits  0..4   log2(window) - 12          (4 KiB .. 64 MiB)
+//   bits  5..9   log2(previous) - 12
+//   bits 10..63  grown_at modulo 2^54: the full counter is the largest one <= tail with
+//                these low bits (the producer collapses previous into window long before
+//                a stream gets 2^54 bytes past its last growth)
+inline constexpr int kGeometryCounterShift = 10;
+inline constexpr uint64_t kGeometryCounterMask = (uint64_t{1} << (64 - kGeometryCounterShift)) - 1;
+
+constexpr uint32_t log2_of(uint32_t power_of_two) {
+  uint32_t n = 0;
+  while ((uint32_t{1} << n) < power_of_two) ++n;
+  return n;
+}
+
+constexpr uint64_t encode_geometry(uint32_t window, uint32_t previous, uint64_t grown_at) {
+  return (uint64_t(log2_of(window) - 12)) | (uint64_t(log2_of(previous) - 12) << 5) |
+         ((grown_at & kGeometryCounterMask) << kGeometryCounterShift);
+}
+static_assert(encode_geometry(4096, 4096, 0) == 0);
+
 // Written by the producer of one direction.
 struct alignas(64) ProducerLine {
   std::atomic<uint64_t> tail;           // ring bytes ever written (release)
-  std::atomic<uint32_t> window;         // current window, power of two; changes only when empty
+  std::atomic<uint64_t> geometry;       // see encode_geometry; changes before the tail that uses it
   std::atomic<uint32_t> fin;            // 1 after close_write(): no byte follows `tail`
-  std::atomic<uint64_t> switch_offset;  // TCP bytes sent before the first shm byte, or kNoSwitchOffset
   std::atomic<uint32_t> lock;           // reserved: producer lock for processes sharing it after fork
-  uint32_t reserved0;
+  std::atomic<uint64_t> switch_offset;  // TCP bytes sent before the first shm byte, or kNoSwitchOffset
 };
 static_assert(offsetof(ProducerLine, tail) == 0);
-static_assert(offsetof(ProducerLine, window) == 8);
-static_assert(offsetof(ProducerLine, fin) == 12);
-static_assert(offsetof(ProducerLine, switch_offset) == 16);
-static_assert(offsetof(ProducerLine, lock) == 24);
+static_assert(offsetof(ProducerLine, geometry) == 8);
+static_assert(offsetof(ProducerLine, fin) == 16);
+static_assert(offsetof(ProducerLine, lock) == 20);
+static_assert(offsetof(ProducerLine, switch_offset) == 24);
 static_assert(sizeof(ProducerLine) == 64);
 
 // Written by the consumer of one direction.

@@ -1,6 +1,7 @@
 // Ring producer and consumer (shm_ring.hpp).
 #include "shm_ring.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "shm_iov.hpp"
@@ -13,41 +14,73 @@ bool valid_window(uint32_t w, uint32_t max_window) {
   return w >= kMinWindow && w <= max_window && (w & (w - 1)) == 0;
 }
 
-// The ring's bytes [counter, counter + n) modulo `window` as at most two spans.
-struct Spans {
-  size_t first_pos, first_len, second_len;
-};
-Spans spans(uint64_t counter, size_t n, uint32_t window) {
-  size_t pos = static_cast<size_t>(counter & (window - 1));
-  size_t first = n < window - pos ? n : window - pos;
-  return Spans{pos, first, n - first};
+// The geometry word (shm_layout.hpp) as of a tail `tail`; false if it is not a legal one.
+bool decode_geometry(uint64_t word, uint64_t tail, uint32_t max_window, RingGeometry& g) {
+  const uint32_t w_log = uint32_t(word & 31), p_log = uint32_t((word >> 5) & 31);
+  if (w_log > 26 - 12 || p_log > w_log) return false;
+  g.window = uint32_t{1} << (w_log + 12);
+  g.previous = uint32_t{1} << (p_log + 12);
+  const uint64_t low = word >> kGeometryCounterShift;
+  // The largest counter <= tail with these low bits.
+  g.grown_at = (tail & ~kGeometryCounterMask) | low;
+  if (g.grown_at > tail) g.grown_at -= kGeometryCounterMask + 1;
+  return valid_window(g.window, max_window) && valid_window(g.previous, max_window);
 }
 
-// Copies n bytes from the caller's iovecs into the ring's spans / out of them. One iovec
+// A run of ring bytes as at most four contiguous pieces: it splits where the modulus wraps
+// and, for the consumer, at grown_at.
+struct Pieces {
+  size_t pos[4] = {};
+  size_t len[4] = {};
+  int n = 0;
+};
+
+void add_run(Pieces& p, uint64_t counter, size_t n, uint32_t modulus) {
+  if (n == 0) return;
+  const size_t pos = static_cast<size_t>(counter & (modulus - 1));
+  const size_t first = n < modulus - pos ? n : modulus - pos;
+  p.pos[p.n] = pos;
+  p.len[p.n++] = first;
+  if (n > first) {
+    p.pos[p.n] = 0;
+    p.len[p.n++] = n - first;
+  }
+}
+
+// Where ring bytes [counter, counter + n) are (n <= the modulus of each part, validated).
+Pieces pieces(const RingGeometry& g, uint64_t counter, size_t n) {
+  Pieces p;
+  const size_t old = counter < g.grown_at ? size_t(std::min<uint64_t>(n, g.grown_at - counter)) : 0;
+  add_run(p, counter, old, g.previous);
+  add_run(p, counter + old, n - old, g.window);
+  return p;
+}
+
+// Copies n bytes from the caller's iovecs into the ring's pieces / out of them. One iovec
 // (the common send/recv case) is copied directly; arrays go through an IovCursor.
-void copy_in(unsigned char* ring, const Spans& s, const iovec* iov, int iovcnt) {
+void copy_in(unsigned char* ring, const Pieces& p, const iovec* iov, int iovcnt) {
   if (iovcnt == 1) {
     const auto* src = static_cast<const unsigned char*>(iov[0].iov_base);
-    std::memcpy(ring + s.first_pos, src, s.first_len);
-    if (s.second_len) std::memcpy(ring, src + s.first_len, s.second_len);
+    for (int i = 0; i < p.n; src += p.len[i], ++i) std::memcpy(ring + p.pos[i], src, p.len[i]);
     return;
   }
   IovCursor in(iov, iovcnt);
-  in.gather(ring + s.first_pos, s.first_len);
-  if (s.second_len) in.gather(ring, s.second_len);
+  for (int i = 0; i < p.n; ++i) in.gather(ring + p.pos[i], p.len[i]);
 }
 
-void copy_out(const unsigned char* ring, const Spans& s, const iovec* iov, int iovcnt) {
+void copy_out(const unsigned char* ring, const Pieces& p, const iovec* iov, int iovcnt) {
   if (iovcnt == 1) {
     auto* dst = static_cast<unsigned char*>(iov[0].iov_base);
-    std::memcpy(dst, ring + s.first_pos, s.first_len);
-    if (s.second_len) std::memcpy(dst + s.first_len, ring, s.second_len);
+    for (int i = 0; i < p.n; dst += p.len[i], ++i) std::memcpy(dst, ring + p.pos[i], p.len[i]);
     return;
   }
   IovCursor out(iov, iovcnt);
-  out.scatter(ring + s.first_pos, s.first_len);
-  if (s.second_len) out.scatter(ring, s.second_len);
+  for (int i = 0; i < p.n; ++i) out.scatter(ring + p.pos[i], p.len[i]);
 }
+
+// How far a stream may get past its last growth before the producer forgets the previous
+// window (it must stay below 2^54 for the geometry word; any large value works).
+constexpr uint64_t kCollapseDistance = uint64_t{1} << 40;
 
 }  // namespace
 
@@ -63,16 +96,16 @@ RingProducer::RingProducer(const Segment& segment, int dir)
   // A fresh segment holds tail 0 and the initial window; an inherited one whatever its
   // producer left, which is checked like any other shared value.
   tail_ = producer_->tail.load(std::memory_order_relaxed);
-  window_ = producer_->window.load(std::memory_order_relaxed);
   closed_ = producer_->fin.load(std::memory_order_relaxed) != 0;
+  corrupt_ = !decode_geometry(producer_->geometry.load(std::memory_order_relaxed), tail_,
+                              max_window_, geo_);
   uint64_t head;
-  corrupt_ = !valid_window(window_, max_window_);
   if (!corrupt_) corrupt_ = !load_head(head);
 }
 
 bool RingProducer::load_head(uint64_t& head) {
   head = consumer_->head.load(std::memory_order_acquire);
-  if (head > tail_ || tail_ - head > window_) {
+  if (head > tail_ || tail_ - head > capacity(head)) {
     corrupt_ = true;
     return false;
   }
@@ -80,18 +113,21 @@ bool RingProducer::load_head(uint64_t& head) {
   return true;
 }
 
-void RingProducer::maybe_grow(size_t want) {
-  uint32_t target = window_;
-  if (grow_wanted_) target = window_ * 2;
-  while (target < want && target < max_window_) target *= 2;
+void RingProducer::publish_geometry(const RingGeometry& g) {
+  geo_ = g;
+  // Relaxed: published by the release store of the tail that follows the first byte
+  // placed with it (a reader that sees the word earlier finds it consistent on its own).
+  producer_->geometry.store(encode_geometry(g.window, g.previous, g.grown_at),
+                            std::memory_order_relaxed);
+}
+
+void RingProducer::grow(uint64_t needed) {
+  uint32_t target = geo_.window * 2;
+  while (target < needed && target < max_window_) target *= 2;
   if (target > max_window_) target = max_window_;
-  grow_wanted_ = false;  // asked again by the next write that does not fit
-  if (target <= window_) return;
   // Allocate the new pages first; without memory the ring keeps its window.
-  if (segment_->prefault(dir_, window_, target - window_) != 0) return;
-  window_ = target;
-  // Relaxed: published by the release store of the tail that follows the first byte.
-  producer_->window.store(window_, std::memory_order_relaxed);
+  if (segment_->prefault(dir_, geo_.window, target - geo_.window) != 0) return;
+  publish_geometry(RingGeometry{target, geo_.window, tail_});
 }
 
 size_t RingProducer::write(const iovec* iov, int iovcnt, size_t max) {
@@ -101,16 +137,23 @@ size_t RingProducer::write(const iovec* iov, int iovcnt, size_t max) {
   // The head seen last time is a lower bound of the real one: while it leaves room, the
   // consumer's line is not touched (one cache-line transfer less per small write).
   uint64_t head = head_seen_;
-  if (window_ - (tail_ - head) < want || grow_wanted_) {
+  if (capacity(head) - (tail_ - head) < want) {
     if (!load_head(head)) return 0;
-    if (head == tail_ && window_ < max_window_ && (grow_wanted_ || want > window_)) maybe_grow(want);
+    // A write that does not fit: the connection streams, its window grows (at most one
+    // growth pending: bytes placed with an older window must be gone first).
+    if (capacity(head) - (tail_ - head) < want && geo_.window < max_window_ &&
+        head >= geo_.grown_at)
+      grow(want + (tail_ - head));
+    if (geo_.previous != geo_.window && head >= geo_.grown_at &&
+        tail_ - geo_.grown_at >= kCollapseDistance)
+      publish_geometry(RingGeometry{geo_.window, geo_.window, tail_});
   }
-  const size_t free_bytes = window_ - static_cast<size_t>(tail_ - head);
+  const size_t free_bytes = static_cast<size_t>(capacity(head) - (tail_ - head));
   const size_t n = want < free_bytes ? want : free_bytes;
-  // A write that does not fit marks the connection as streaming: grow when next empty.
-  if (n < want && window_ < max_window_) grow_wanted_ = true;
   if (n == 0) return 0;
-  copy_in(data_, spans(tail_, n, window_), iov, iovcnt);
+  Pieces p;
+  add_run(p, tail_, n, geo_.window);  // every new byte is at or after grown_at
+  copy_in(data_, p, iov, iovcnt);
   tail_ += n;
   producer_->tail.store(tail_, std::memory_order_release);
   return n;
@@ -119,7 +162,17 @@ size_t RingProducer::write(const iovec* iov, int iovcnt, size_t max) {
 size_t RingProducer::writable() {
   uint64_t head;
   if (corrupt_ || closed_ || !load_head(head)) return 0;
-  return window_ - static_cast<size_t>(tail_ - head);
+  return static_cast<size_t>(capacity(head) - (tail_ - head));
+}
+
+const unsigned char* RingProducer::bytes_at(uint64_t counter, size_t max, size_t& len) const {
+  len = 0;
+  if (corrupt_ || counter >= tail_ || tail_ - counter > geo_.window) return nullptr;
+  const uint32_t modulus = geo_.modulus(counter);
+  const size_t pos = static_cast<size_t>(counter & (modulus - 1));
+  const uint64_t end = counter < geo_.grown_at ? std::min(tail_, geo_.grown_at) : tail_;
+  len = static_cast<size_t>(std::min<uint64_t>({max, end - counter, modulus - pos}));
+  return data_ + pos;
 }
 
 void RingProducer::close_write() {
@@ -141,29 +194,27 @@ RingConsumer::RingConsumer(const Segment& segment, int dir)
       max_window_(segment.limits().max_window) {
   head_ = consumer_->head.load(std::memory_order_relaxed);
   consumed_ = consumer_->consumed.load(std::memory_order_relaxed);
-  seen_tail_ = head_;
-  window_ = producer_->window.load(std::memory_order_relaxed);
-  corrupt_ = !valid_window(window_, max_window_);
+  corrupt_ = false;
   uint64_t tail;
-  if (!corrupt_) load_tail(tail);
+  load_tail(tail);
 }
 
 bool RingConsumer::load_tail(uint64_t& tail) {
   if (corrupt_) return false;
   tail = producer_->tail.load(std::memory_order_acquire);
-  // Loaded after the tail: at least as new as the window the bytes up to `tail` were
-  // placed with (the producer changes it only when the ring is empty).
-  uint32_t w = producer_->window.load(std::memory_order_relaxed);
-  bool ok = tail >= head_ && valid_window(w, max_window_) && tail - head_ <= w;
-  // The producer changes the window only when it sees the ring empty, which means we had
-  // consumed every byte it had published, hence every byte we had seen.
-  if (ok && w != window_) ok = head_ == seen_tail_;
+  // Loaded after the tail: the geometry every byte up to `tail` was placed with, or a newer
+  // one, which places the bytes before its grown_at (hence all of ours) with its previous
+  // window, the one they were placed with (shm_ring.hpp).
+  RingGeometry g;
+  bool ok = tail >= head_ &&
+            decode_geometry(producer_->geometry.load(std::memory_order_acquire), tail,
+                            max_window_, g) &&
+            tail - head_ <= g.window && g.window >= geo_.window;
   if (!ok) {
     corrupt_ = true;
     return false;
   }
-  window_ = w;
-  seen_tail_ = tail;
+  geo_ = g;
   return true;
 }
 
@@ -173,7 +224,7 @@ size_t RingConsumer::read(const iovec* iov, int iovcnt, size_t max, bool peek) {
   size_t avail = static_cast<size_t>(tail - head_);
   size_t n = iov_total(iov, iovcnt, avail < max ? avail : max);
   if (n == 0) return 0;
-  copy_out(data_, spans(head_, n, window_), iov, iovcnt);
+  copy_out(data_, pieces(geo_, head_, n), iov, iovcnt);
   if (!peek) {
     head_ += n;
     consumer_->head.store(head_, std::memory_order_release);

@@ -17,15 +17,20 @@
 //   it saw last leaves too little room, so small writes do not pull the consumer's line.
 //   `fin` is stored with release after the last
 //   `tail` store, so a consumer that loads `fin` (acquire) before `tail` sees the final tail.
-// - The window grows (doubles, up to max_window) only at a moment when the producer sees
-//   the ring empty (head == tail), and only for a connection that streams: after a write
-//   found the ring full, or a write larger than the window. It never shrinks. The window is
-//   stored before the `tail` release that publishes the first byte placed with it.
+// - The window grows (doubles, up to max_window) when a write does not fit: the connection
+//   streams. Bytes already in the ring stay where they are: from the tail at that moment
+//   (`grown_at`) on, bytes are placed modulo the new window, those before it modulo the
+//   previous one. Until the consumer has taken every byte placed with the previous window
+//   (head >= grown_at), the producer keeps the fill level within the previous window: a new
+//   byte c and an old byte x then satisfy 0 < c - x < previous window, so c mod window (a
+//   multiple of the previous window) never lands on x mod previous window. Only then can it
+//   grow again; the window never shrinks. Geometry changes are published seqlock-style
+//   (shm_layout.hpp) before the `tail` release of the first byte placed with them.
 // - Untrusted values: a counter moving backwards, a fill level above the window, a window
-//   that is not a power of two in [kMinWindow, max_window], or a window change while the
-//   ring was not empty puts the end in a sticky corrupt() state: every call then returns 0
-//   and the caller tears the connection down. No access ever leaves the ring's max_window
-//   bytes, whatever the shared memory holds.
+//   that is not a power of two in [kMinWindow, max_window], a window that shrinks, or a
+//   geometry that does not settle puts the end in a sticky corrupt() state: every call then
+//   returns 0 and the caller tears the connection down. No access ever leaves the ring's
+//   max_window bytes, whatever the shared memory holds.
 //
 // No call blocks, loops on shared values or makes a system call except write() when the
 // window grows (madvise to prefault the new pages).
@@ -39,6 +44,14 @@
 #include "shm_segment.hpp"
 
 namespace fastsock::shm {
+
+// Where a ring's bytes are: see "window grows" above.
+struct RingGeometry {
+  uint32_t window = 0;    // modulus of the bytes from grown_at on
+  uint32_t previous = 0;  // modulus of the bytes before grown_at
+  uint64_t grown_at = 0;
+  uint32_t modulus(uint64_t counter) const { return counter < grown_at ? previous : window; }
+};
 
 class RingProducer {
  public:
@@ -58,13 +71,28 @@ class RingProducer {
   bool read_closed() const;
   bool corrupt() const { return corrupt_; }
 
-  uint32_t window() const { return window_; }
+  uint32_t window() const { return geo_.window; }
+  // At least half of what the ring can hold now is free (the window, or the previous one
+  // until the consumer has taken the bytes placed with it).
+  bool half_free() {
+    const size_t free_bytes = writable();
+    return !corrupt_ && free_bytes * 2 >= capacity(head_seen_);
+  }
   // Ring bytes written so far (the private tail).
   uint64_t written() const { return tail_; }
+  // The ring bytes from `counter` (one of the last window() written) on, as far as they are
+  // contiguous in the ring, up to `max`: a pointer and the length in `len` (0 if `counter`
+  // is not such a byte). For resending what the consumer did not take.
+  const unsigned char* bytes_at(uint64_t counter, size_t max, size_t& len) const;
 
  private:
   bool load_head(uint64_t& head);
-  void maybe_grow(size_t want);
+  // Bytes the ring may hold while the consumer's head is `head`.
+  uint64_t capacity(uint64_t head) const {
+    return head < geo_.grown_at ? geo_.previous : geo_.window;
+  }
+  void grow(uint64_t needed);
+  void publish_geometry(const RingGeometry& g);
 
   const Segment* segment_ = nullptr;
   ProducerLine* producer_ = nullptr;
@@ -72,10 +100,9 @@ class RingProducer {
   unsigned char* data_ = nullptr;
   int dir_ = 0;
   uint32_t max_window_ = 0;
-  uint32_t window_ = 0;
+  RingGeometry geo_;
   uint64_t tail_ = 0;
-  uint64_t head_seen_ = 0;  // last validated head: free space is at least window - (tail - it)
-  bool grow_wanted_ = false;
+  uint64_t head_seen_ = 0;  // last validated head: free space is at least capacity - (tail - it)
   bool closed_ = false;
   bool corrupt_ = true;  // a default-constructed end is unusable
 };
@@ -116,9 +143,8 @@ class RingConsumer {
   ConsumerLine* consumer_ = nullptr;
   const unsigned char* data_ = nullptr;
   uint32_t max_window_ = 0;
-  uint32_t window_ = 0;
+  RingGeometry geo_;
   uint64_t head_ = 0;
-  uint64_t seen_tail_ = 0;  // last validated tail: a window change is legal only if head_ == it
   uint64_t consumed_ = 0;
   bool corrupt_ = true;
 };

@@ -123,7 +123,8 @@ Status Segment::create(const Limits& limits) {
   // (DirectionState::active, no handoff). Only the non-zero fields are set.
   Layout* l = layout();
   for (int d = 0; d < 2; ++d) {
-    l->dir[d].producer.window.store(limits.initial_window, std::memory_order_relaxed);
+    l->dir[d].producer.geometry.store(
+        encode_geometry(limits.initial_window, limits.initial_window, 0), std::memory_order_relaxed);
     l->dir[d].producer.switch_offset.store(kNoSwitchOffset, std::memory_order_relaxed);
   }
   SegmentHeader& h = l->header;

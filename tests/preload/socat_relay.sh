@@ -20,7 +20,7 @@ relay() {  # relay plain|preload
   # The echo server loops the bytes through a pipe of its own, in one thread: with blocks
   # larger than a pipe page it can block forever writing into that pipe while the socket is
   # momentarily not writable (socat's own deadlock; kernel TCP's multi-megabyte send buffer
-  # rarely lets it happen, the 16 KiB shm ring of a new connection does). 4 KiB blocks
+  # rarely lets it happen, an shm ring of at most 1 MiB can). 4 KiB blocks
   # (-b 4096, PIPE_BUF) always fit once select() says the pipe is writable.
   start_bg "$tag-echo" 60 $wrap socat -b 4096 -t 30 "TCP-LISTEN:$echo_port,bind=127.0.0.1,reuseaddr" PIPE
   wait_for_port "$echo_port" 15 "$BG_PID"

@@ -167,16 +167,19 @@ TEST_CASE("windows grow only for connections that stream, up to the maximum") {
     REQUIRE(fstat(seg.fd(), &st) == 0);
     CHECK(st.st_blocks * 512 == 4096 + 16384 + 65536);  // only direction 0 grew
   }
-  SECTION("a ring found full doubles the next time it is empty") {
+  SECTION("a ring found full grows at once; the new room counts once the old bytes are taken") {
     CHECK(put(p, pattern_bytes(0, 10000)) == 10000);
-    CHECK(put(p, pattern_bytes(10000, 10000)) == 6384);  // full: wants to grow
-    CHECK(p.window() == 16384);
-    CHECK(take(c, 20000) == pattern_bytes(0, 16384));
-    CHECK(put(p, pattern_bytes(16384, 100)) == 100);
+    CHECK(put(p, pattern_bytes(10000, 10000)) == 6384);  // full: grows, room stays 16384
     CHECK(p.window() == 32768);
-    CHECK(take(c, 200) == pattern_bytes(16384, 100));
+    CHECK(p.writable() == 0);
+    CHECK(take(c, 5000) == pattern_bytes(0, 5000));
+    CHECK(p.writable() == 5000);  // the bytes placed with 16 KiB are not all taken yet
+    CHECK(put(p, pattern_bytes(16384, 5000)) == 5000);
+    CHECK(take(c, 5000) == pattern_bytes(5000, 5000));  // passes grown_at (10000)
+    CHECK(p.writable() == 32768 - (21384 - 10000));
+    CHECK(take(c, 40000) == pattern_bytes(10000, 11384));
     // Keep streaming: the window reaches the maximum and stays there.
-    uint64_t sent = 16484, got = 16484;
+    uint64_t sent = 21384, got = 21384;
     for (int i = 0; i < 20; ++i) {
       sent += put(p, pattern_bytes(sent, 100000));
       auto v = take(c, 100000);
@@ -185,6 +188,35 @@ TEST_CASE("windows grow only for connections that stream, up to the maximum") {
     }
     CHECK(p.window() == 65536);
     CHECK(sent == got);
+  }
+}
+
+TEST_CASE("a ring that grows while bytes are in it keeps every byte in order") {
+  // Writes and reads of varying sizes that keep the ring partly full, so that growths
+  // happen with old bytes at every offset: every byte must come out as it went in.
+  for (uint32_t initial : {4096u, 16384u}) {
+    Segment seg;
+    REQUIRE(seg.create(Limits{initial, 1u << 20}).ok());
+    RingProducer p(seg, 1);
+    RingConsumer c(seg, 1);
+    uint64_t sent = 0, got = 0;
+    uint32_t rng = 12345;
+    auto next = [&rng](uint32_t bound) {
+      rng = rng * 1103515245u + 12345u;
+      return (rng >> 8) % bound;
+    };
+    while (sent < (24u << 20)) {
+      sent += put(p, pattern_bytes(sent, 1 + next(3 * p.window() / 2)));
+      auto v = take(c, 1 + next(p.window() / 2));
+      REQUIRE(v == pattern_bytes(got, v.size()));
+      got += v.size();
+      REQUIRE_FALSE(c.corrupt());
+      REQUIRE_FALSE(p.corrupt());
+    }
+    auto rest = take(c, 2u << 20);
+    CHECK(rest == pattern_bytes(got, rest.size()));
+    CHECK(got + rest.size() == sent);
+    CHECK(p.window() == (1u << 20));
   }
 }
 
@@ -202,7 +234,7 @@ TEST_CASE("every corrupt shared value makes the end corrupt, sticky, with no acc
   auto consumer_stays_corrupt = [&] {
     REQUIRE(c.corrupt());
     d.producer.tail.store(1000);
-    d.producer.window.store(4096);
+    d.producer.geometry.store(encode_geometry(4096, 4096, 0));
     CHECK(c.read(&io, 1, buf.size(), false) == 0);
     CHECK(c.readable() == 0);
     CHECK(c.corrupt());
@@ -225,24 +257,27 @@ TEST_CASE("every corrupt shared value makes the end corrupt, sticky, with no acc
     CHECK(c.readable() == 0);
     consumer_stays_corrupt();
   }
-  SECTION("consumer: window not a power of two") {
-    d.producer.window.store(6000);
-    CHECK(c.readable() == 0);
-    consumer_stays_corrupt();
-  }
+  // The geometry word's window and previous window are log2 - 12 in 5 bits each.
   SECTION("consumer: window beyond the mapping's max_window") {
-    d.producer.window.store(1u << 30);
+    d.producer.geometry.store(encode_geometry(32768, 4096, 0));
     CHECK(c.readable() == 0);
     consumer_stays_corrupt();
   }
-  SECTION("consumer: window below the minimum") {
-    d.producer.window.store(1024);
+  SECTION("consumer: window beyond the largest any segment has") {
+    d.producer.geometry.store(31);  // log2 43
     CHECK(c.readable() == 0);
     consumer_stays_corrupt();
   }
-  SECTION("consumer: window changed while bytes were in the ring") {
-    REQUIRE(c.readable() == 990);
-    d.producer.window.store(8192);
+  SECTION("consumer: previous window larger than the window") {
+    d.producer.geometry.store(encode_geometry(4096, 4096, 0) | (1u << 5));
+    CHECK(c.readable() == 0);
+    consumer_stays_corrupt();
+  }
+  SECTION("consumer: the window shrinks") {
+    REQUIRE(take(c, 2000).size() == 990);
+    REQUIRE(put(p, pattern_bytes(1000, 5000)) == 5000);  // empty: grows to 8192 at once
+    REQUIRE(c.readable() == 5000);
+    d.producer.geometry.store(encode_geometry(4096, 4096, 0));
     CHECK(c.readable() == 0);
     consumer_stays_corrupt();
   }
@@ -265,8 +300,8 @@ TEST_CASE("every corrupt shared value makes the end corrupt, sticky, with no acc
     CHECK(p.writable() == 0);
     producer_stays_corrupt();
   }
-  SECTION("a new end on a segment whose window is invalid starts corrupt") {
-    d.producer.window.store(12345);
+  SECTION("a new end on a segment whose geometry is invalid starts corrupt") {
+    d.producer.geometry.store(encode_geometry(4096, 4096, 0) | (1u << 5));
     RingProducer p2(seg, 0);
     RingConsumer c2(seg, 0);
     CHECK(p2.corrupt());
@@ -274,6 +309,7 @@ TEST_CASE("every corrupt shared value makes the end corrupt, sticky, with no acc
     CHECK(put(p2, pattern_bytes(0, 10)) == 0);
     CHECK(c2.readable() == 0);
   }
+
 }
 
 TEST_CASE("a legal window change after the consumer drained is accepted") {

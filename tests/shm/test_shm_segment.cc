@@ -38,7 +38,7 @@ TEST_CASE("create then attach sees one segment with the creator's limits") {
   const Layout* l = a.layout();
   CHECK(l->header.magic == kMagic);
   CHECK(l->header.version == kVersion);
-  CHECK(l->dir[0].producer.window.load() == 16384);
+  CHECK(l->dir[0].producer.geometry.load() == encode_geometry(16384, 16384, 0));
   CHECK(l->dir[1].producer.switch_offset.load() == kNoSwitchOffset);
 
   Segment b;
