@@ -15,6 +15,7 @@
 
 #include "cancel_point.hpp"
 #include "endpoint.hpp"
+#include "log.hpp"
 #include "real.hpp"
 #include "shm_sys.hpp"
 #include "signal_restart.hpp"
@@ -257,6 +258,9 @@ void Conn::check_peer_cheap() {
 
 uint64_t Conn::tcp_bytes_due() {
   if (phase_ != Phase::active) return kUnknown;
+  // The peer's stream continues on TCP after the ring (it moved its direction): no TCP
+  // byte comes before ring bytes any more, and tcp_received_ counts the later ones too.
+  if (rx_tcp_) return 0;
   uint64_t offset;
   if (!rx_control_.switch_offset(offset)) return kUnknown;
   if (offset < tcp_received_) {  // the peer claims fewer TCP bytes than it sent
@@ -329,10 +333,13 @@ int Conn::wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool ha
   // Not holding the lock while asleep: another thread may downgrade the connection (fork,
   // exec, fdopen) or use the other direction meanwhile.
   lock.unlock();
+  std::atomic<int>& sleepers = sleepers_[kind_of(what)];
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
   const int rc = real().poll(p, n, timeout_ms);
   const int err = errno;
+  sleepers.fetch_sub(1, std::memory_order_seq_cst);
   lock.lock();
-  (void)notifier_.drain();
+  if (notifier_.drain() != 0) pass_on_signal(kind_of(what));
   if (rc < 0) return -err;
   if (rc == 0 && has_deadline && now_ns() >= deadline) return -EAGAIN;
   return 0;
@@ -591,6 +598,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
     if (stalled_since == 0) stalled_since = now;
     const int64_t stall_end = stalled_since + kStalledRingNs;
     if (now >= stall_end) {
+      LOG_DEBUG("fd=%d: the reader took nothing from the full ring for 250 ms: this "
+                "direction continues on TCP", fd);
       move_tx_to_tcp(fd);
       if (rx_tcp_) fall_back("the reader took nothing from the full ring for 250 ms");
       continue;  // the rest goes on TCP
@@ -794,7 +803,23 @@ int Conn::wait_fds(int fd, short events, pollfd* out) {
 }
 
 void Conn::after_wait() {
-  if (phase_ == Phase::active || phase_ == Phase::awaiting_peer) (void)notifier_.drain();
+  if (phase_ != Phase::active && phase_ != Phase::awaiting_peer) return;
+  if (notifier_.drain() != 0) pass_on_signal(-1);
+}
+
+void Conn::pass_on_signal(int waiter_kind) {
+  // Shared values only: the other kind's ring end belongs to another thread. A waiter that
+  // wakes for nothing re-arms and sleeps, so a pass-on never loops between two waiters
+  // unless one of them has what it waits for.
+  for (int k = 0; k < 2; ++k) {
+    if (k == waiter_kind || sleepers_[k].load(std::memory_order_seq_cst) == 0) continue;
+    const bool ready = k == 0 ? rx_.data_hint() || handoff_in_.posted_hint() : tx_.room_hint();
+    if (!ready) continue;
+    const uint64_t one = 1;
+    (void)sys::write(own_bell_, &one, sizeof one);
+    sched_yield();  // let the woken one run (it may share this CPU)
+    return;
+  }
 }
 
 int Conn::shutdown(int fd, int how) {

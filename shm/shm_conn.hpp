@@ -109,6 +109,11 @@ class Conn {
   // Bytes the peer still sends on TCP before its switch, or UINT64_MAX while unknown.
   uint64_t tcp_bytes_due();
   enum class WaitFor : uint8_t { data, space, handoff };
+  // The bell is one eventfd per side, shared by this process's waiters of both kinds (a
+  // thread in recv and one in send on the same connection): the one that drains a signal
+  // meant for the other kind passes it on (`waiter_kind` -1: a poll/epoll waiter).
+  void pass_on_signal(int waiter_kind);
+  static int kind_of(WaitFor what) { return what == WaitFor::data ? 0 : 1; }
   bool ready_for(WaitFor what);
   // What to watch on the TCP socket while waiting (0: nothing).
   short tcp_watch(bool for_data);
@@ -149,6 +154,7 @@ class Conn {
   int peer_bell_ = -1;
 
   std::mutex send_lock_, recv_lock_;  // threads of this process sharing the connection
+  std::atomic<int> sleepers_[2] = {};  // threads asleep in wait(): for data, for room
   std::mutex peer_lock_;              // the connector's collection of the acceptor's reply
   char reason_[112] = {};
   uint64_t tcp_sent_ = 0;             // bytes this end sent on TCP before switching

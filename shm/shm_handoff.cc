@@ -238,4 +238,10 @@ size_t HandoffReceiver::copy_from_peer(const Live& live, const iovec* iov, int i
   return n;
 }
 
+bool HandoffReceiver::posted_hint() const {
+  if (!slot_) return false;
+  const HandoffState st = handoff_state(slot_->ctl.load(std::memory_order_acquire));
+  return st == HandoffState::posted;
+}
+
 }  // namespace fastsock::shm

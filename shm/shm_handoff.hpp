@@ -123,6 +123,8 @@ class HandoffReceiver {
   size_t readable(RingConsumer& ring);
 
   // process_vm_readv failed here (errno in last_error()); the slot was marked refused.
+  // Whether a post is live now, from the shared slot only: a hint (see RingConsumer::data_hint).
+  bool posted_hint() const;
   bool refused() const { return refused_; }
   int last_error() const { return last_error_; }
 

@@ -175,6 +175,17 @@ const unsigned char* RingProducer::bytes_at(uint64_t counter, size_t max, size_t
   return data_ + pos;
 }
 
+bool RingProducer::room_hint() const {
+  if (!producer_) return false;
+  const uint64_t tail = producer_->tail.load(std::memory_order_relaxed);
+  const uint64_t head = consumer_->head.load(std::memory_order_acquire);
+  RingGeometry g;
+  if (head > tail || !decode_geometry(producer_->geometry.load(std::memory_order_relaxed), tail,
+                                      max_window_, g))
+    return false;
+  return tail - head < (head < g.grown_at ? g.previous : g.window);
+}
+
 void RingProducer::close_write() {
   if (!producer_) return;
   closed_ = true;
@@ -244,6 +255,13 @@ bool RingConsumer::fin() const {
 }
 
 bool RingConsumer::eof() { return fin() && readable() == 0 && !corrupt_; }
+
+bool RingConsumer::data_hint() const {
+  if (!producer_) return false;
+  return producer_->tail.load(std::memory_order_acquire) !=
+             consumer_->head.load(std::memory_order_relaxed) ||
+         producer_->fin.load(std::memory_order_acquire) != 0;
+}
 
 void RingConsumer::close_read() {
   if (consumer_) consumer_->read_closed.store(1, std::memory_order_release);

@@ -72,6 +72,9 @@ class RingProducer {
   bool corrupt() const { return corrupt_; }
 
   uint32_t window() const { return geo_.window; }
+  // Whether the ring has room, from shared values only (no private state is read or
+  // changed, so another thread may ask while the producer's owner writes): a hint.
+  bool room_hint() const;
   // At least half of what the ring can hold now is free (the window, or the previous one
   // until the consumer has taken the bytes placed with it).
   bool half_free() {
@@ -122,6 +125,8 @@ class RingConsumer {
   // eof() does both in that order.
   bool fin() const;
   bool eof();
+  // Whether bytes or the FIN are there, from shared values only (see room_hint): a hint.
+  bool data_hint() const;
   // Tell the producer nothing more will be read (shutdown(SHUT_RD), close).
   void close_read();
   bool corrupt() const { return corrupt_; }
