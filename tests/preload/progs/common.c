@@ -5,6 +5,9 @@
 #include "common.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -310,4 +313,62 @@ void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+}
+
+int count_fds(void) {
+  DIR* d = opendir("/proc/self/fd");
+  CHECK(d != NULL, "opendir(/proc/self/fd)");
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1;  // the directory's own descriptor
+}
+
+long rss_kib(void) {
+  FILE* f = fopen("/proc/self/statm", "r");
+  CHECK(f != NULL, "fopen(/proc/self/statm)");
+  long size = 0, resident = 0;
+  CHECK(fscanf(f, "%ld %ld", &size, &resident) == 2, "parse /proc/self/statm");
+  fclose(f);
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+int shm_segment_mappings(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  CHECK(f != NULL, "fopen(/proc/self/maps)");
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, "/memfd:fastsock-shm")) n++;
+  fclose(f);
+  return n;
+}
+
+long raise_nofile(long want) {
+  struct rlimit rl;
+  SYS(getrlimit(RLIMIT_NOFILE, &rl));
+  if (rl.rlim_cur < (rlim_t)want) {
+    rl.rlim_cur = rl.rlim_max < (rlim_t)want ? rl.rlim_max : (rlim_t)want;
+    SYS(setrlimit(RLIMIT_NOFILE, &rl));
+  }
+  return (long)rl.rlim_cur;
+}
+
+static char g_hang_what[160];
+
+static void hang_alarm(int sig) {
+  (void)sig;
+  char msg[256];
+  int n = snprintf(msg, sizeof msg, "FAIL[%s pid %d] hang: %s\n", g_name, (int)getpid(),
+                   g_hang_what);
+  if (n > 0) (void)!write(1, msg, (size_t)n);
+  _exit(1);
+}
+
+void hang_guard(unsigned secs, const char* what) {
+  snprintf(g_hang_what, sizeof g_hang_what, "%s", what);
+  signal(SIGALRM, hang_alarm);
+  alarm(secs);
 }

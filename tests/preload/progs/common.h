@@ -79,3 +79,20 @@ void check_pattern(const void* buf, size_t len, unsigned seed, size_t offset, co
 void wait_child_ok(int pid, const char* what);
 // Sleeps the given number of milliseconds (restarting on EINTR).
 void sleep_ms(long ms);
+
+// ---- process resources (fault, scale and churn tests) ------------------------------------
+
+// Open descriptors of this process (entries of /proc/self/fd, not counting the one used to
+// list them).
+int count_fds(void);
+// Resident set size of this process in KiB (/proc/self/statm).
+long rss_kib(void);
+// Mappings of shm link segments in this process (lines of /proc/self/maps naming the memfd
+// "fastsock-shm", see shm/shm_segment.cc).
+int shm_segment_mappings(void);
+// Raises RLIMIT_NOFILE's soft limit to at least `want` (up to the hard limit); returns the
+// new soft limit.
+long raise_nofile(long want);
+// Fails the program ("FAIL ... hang: WHAT") if it is still running `secs` seconds from now:
+// a hang becomes a failure with a message instead of a test timeout. 0 disarms.
+void hang_guard(unsigned secs, const char* what);
