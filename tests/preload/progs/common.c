@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -371,4 +372,36 @@ void hang_guard(unsigned secs, const char* what) {
   snprintf(g_hang_what, sizeof g_hang_what, "%s", what);
   signal(SIGALRM, hang_alarm);
   alarm(secs);
+}
+
+int fork_connected(int child_accepts, int* child) {
+  int p[2];
+  SYS(pipe(p));
+  int pid = (int)SYS(fork());
+  if (pid == 0) SYS(prctl(PR_SET_PDEATHSIG, SIGKILL));
+  const int i_accept = pid == 0 ? child_accepts : !child_accepts;
+  int fd;
+  char byte;
+  if (i_accept) {
+    int lfd = tcp_listen(AF_INET, 0, 4);
+    uint16_t port = local_port(lfd);
+    write_all(p[1], &port, sizeof port);
+    fd = (int)SYS(accept(lfd, NULL, NULL));
+    SYS(close(lfd));
+    read_exact(fd, &byte, 1);
+    write_all(fd, "r", 1);
+    if (pid != 0) expect_server_log(fd);
+  } else {
+    uint16_t port;
+    read_exact(p[0], &port, sizeof port);
+    fd = tcp_connect(AF_INET, port);
+    write_all(fd, "h", 1);
+    read_exact(fd, &byte, 1);
+    if (pid != 0) expect_client_log(fd);
+  }
+  SYS(close(p[0]));
+  SYS(close(p[1]));
+  expect_transport(fd, both_ends_link());
+  *child = pid;
+  return fd;
 }

@@ -96,3 +96,11 @@ long raise_nofile(long want);
 // Fails the program ("FAIL ... hang: WHAT") if it is still running `secs` seconds from now:
 // a hang becomes a failure with a message instead of a test timeout. 0 disarms.
 void hang_guard(unsigned secs, const char* what);
+
+// Forks a child connected to this process over loopback TCP; returns the connection in
+// both processes (*child is 0 in the child, the child's pid in the parent). The acceptor
+// (the child if child_accepts) listens after the fork, so neither inherits the other's
+// sockets. One byte goes each way, then both ends check the link with expect_transport
+// (both_ends_link()) and the parent prints its expect-log line. The child gets SIGKILL if
+// the parent dies.
+int fork_connected(int child_accepts, int* child);

@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,42 +72,9 @@ static _Noreturn void child_body(int fd, enum situation s) {
   _exit(2);
 }
 
-// A connection to a new child playing `r`; both ends check it is on the link both ends
-// under the library take, after one byte each way.
 static int connect_child(enum role r, enum situation s, pid_t* child) {
-  int p[2];
-  SYS(pipe(p));
-  pid_t pid = (pid_t)SYS(fork());
-  const int child_accepts = r == CHILD_ACCEPTS;
-  const int i_accept = pid == 0 ? child_accepts : !child_accepts;
-  int fd;
-  if (i_accept) {
-    int lfd = tcp_listen(AF_INET, 0, 4);
-    uint16_t port = local_port(lfd);
-    write_all(p[1], &port, sizeof port);
-    fd = (int)SYS(accept(lfd, NULL, NULL));
-    SYS(close(lfd));
-    char h;
-    read_exact(fd, &h, 1);
-    write_all(fd, "r", 1);
-    if (pid != 0) expect_server_log(fd);
-  } else {
-    uint16_t port;
-    read_exact(p[0], &port, sizeof port);
-    fd = tcp_connect(AF_INET, port);
-    write_all(fd, "h", 1);
-    char r1;
-    read_exact(fd, &r1, 1);
-    if (pid != 0) expect_client_log(fd);
-  }
-  SYS(close(p[0]));
-  SYS(close(p[1]));
-  expect_transport(fd, both_ends_link());
-  if (pid == 0) {
-    SYS(prctl(PR_SET_PDEATHSIG, SIGKILL));  // never outlives a failed survivor
-    child_body(fd, s);
-  }
-  *child = pid;
+  int fd = fork_connected(r == CHILD_ACCEPTS, child);
+  if (*child == 0) child_body(fd, s);
   return fd;
 }
 
