@@ -405,3 +405,14 @@ int fork_connected(int child_accepts, int* child) {
   *child = pid;
   return fd;
 }
+
+const char* stats_file_of(int pid, char* buf, size_t len) {
+  if (!fastsock_present()) return "";
+  snprintf(buf, len, "/dev/shm/fastsock-stats.%d", pid);
+  return buf;
+}
+
+void remove_killed_child_stats(int pid) {
+  char path[64];
+  if (*stats_file_of(pid, path, sizeof path)) (void)unlink(path);
+}

@@ -104,3 +104,10 @@ void hang_guard(unsigned secs, const char* what);
 // (both_ends_link()) and the parent prints its expect-log line. The child gets SIGKILL if
 // the parent dies.
 int fork_connected(int child_accepts, int* child);
+
+// The stats file /dev/shm/fastsock-stats.PID of a process the library runs in ("" when
+// the library is not loaded).
+const char* stats_file_of(int pid, char* buf, size_t len);
+// Removes the stats file of a reaped child that was killed with SIGKILL (it could not
+// remove it itself; `fastsock stat` would), so that the test leaves nothing behind.
+void remove_killed_child_stats(int pid);

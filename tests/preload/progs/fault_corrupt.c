@@ -147,7 +147,7 @@ static _Noreturn void hostile_child(int fd, int side, enum pattern p) {
     pthread_join(storm, NULL);
   }
   close(fd);
-  _exit(0);
+  exit(0);
 }
 
 static atomic_long g_send_end;
@@ -235,7 +235,7 @@ static void run_echo(int child_accepts) {
     read_exact(fd, g_buf, 1 << 20);
     write_all(fd, g_buf, 1 << 20);
     CHECK(read(fd, g_buf, 1) == 0, "EOF after the echo");
-    _exit(0);
+    exit(0);
   }
   hang_guard(15, "the echo");
   static char out[1 << 20];

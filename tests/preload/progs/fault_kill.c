@@ -67,7 +67,7 @@ static _Noreturn void child_body(int fd, enum situation s) {
       read_exact(fd, g_buf, ECHO_BYTES);
       write_all(fd, g_buf, ECHO_BYTES);
       CHECK(read(fd, g_buf, 1) == 0, "EOF after the echo");
-      _exit(0);
+      exit(0);
   }
   _exit(2);
 }
@@ -104,6 +104,7 @@ static void expect_killed(pid_t child, const char* what) {
   CHECK(waitpid(child, &status, 0) == child, "waitpid for %s", what);
   CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
         "%s: the child ended with status %#x, not by our SIGKILL", what, status);
+  remove_killed_child_stats(child);
 }
 
 // Receives until the stream ends, checking the pattern; returns the final recv's result

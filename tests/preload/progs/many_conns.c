@@ -49,8 +49,13 @@ static void back_to_baseline(const char* who, int fds, int maps) {
 }
 
 static _Noreturn void client(uint16_t port) {
-  // The warm-up connection is closed before the baseline is taken.
-  SYS(close(tcp_connect(AF_INET, port)));
+  // The warm-up connection (one byte each way: on shm like the others) is closed before
+  // the baseline is taken.
+  int warm = tcp_connect(AF_INET, port);
+  char b = 'w';
+  write_all(warm, &b, 1);
+  read_exact(warm, &b, 1);
+  SYS(close(warm));
   int fds, maps;
   warm_up_baseline(&fds, &maps);
   char m[MSG];
@@ -66,7 +71,7 @@ static _Noreturn void client(uint16_t port) {
   expect_count(CONNS + 1, "fd=|client |on %s", both_ends_link());
   for (int i = 0; i < CONNS; i++) SYS(close(g_fd[i]));
   back_to_baseline("client", fds, maps);
-  _exit(0);
+  exit(0);
 }
 
 int main(void) {
@@ -83,7 +88,11 @@ int main(void) {
     SYS(close(lfd));
     client(port);
   }
-  SYS(close(SYS(accept(lfd, NULL, NULL))));  // the child's warm-up connection
+  int warm = (int)SYS(accept(lfd, NULL, NULL));  // the child's warm-up connection
+  char b;
+  read_exact(warm, &b, 1);
+  write_all(warm, &b, 1);
+  SYS(close(warm));
   int fds, maps;
   warm_up_baseline(&fds, &maps);
   for (int i = 0; i < CONNS; i++) g_fd[i] = (int)SYS(accept(lfd, NULL, NULL));
