@@ -40,6 +40,16 @@ static void warm_up_baseline(int* fds, int* maps) {
   *maps = shm_segment_mappings();
 }
 
+// Descriptors per open connection: the socket, and under the library the two eventfds of
+// the shm link (this end's and the peer's). The segment's memfd is closed once mapped.
+static void check_fds_per_connection(const char* who, int baseline) {
+  const int want = fastsock_present() ? 3 : 1;
+  const int per = (count_fds() - baseline) / CONNS, rest = (count_fds() - baseline) % CONNS;
+  CHECK(per == want && rest == 0, "%s: %d descriptors for %d connections, want %d each", who,
+        count_fds() - baseline, CONNS, want);
+  ok("%s: %d descriptors per open connection", who, per);
+}
+
 static void back_to_baseline(const char* who, int fds, int maps) {
   CHECK(count_fds() == fds, "%s: %d descriptors after closing everything, %d before", who,
         count_fds(), fds);
@@ -67,6 +77,7 @@ static _Noreturn void client(uint16_t port) {
   expect_transport(g_fd[0], both_ends_link());
   expect_transport(g_fd[CONNS - 1], both_ends_link());
   for (int i = 0; i < CONNS; i++) check_message(g_fd[i], "reply", i);
+  check_fds_per_connection("client", fds);
   ok("client: %d connections open at once, each request answered", CONNS);
   expect_count(CONNS + 1, "fd=|client |on %s", both_ends_link());
   for (int i = 0; i < CONNS; i++) SYS(close(g_fd[i]));
@@ -118,6 +129,7 @@ int main(void) {
     write_all(g_fd[i], m, MSG);
   }
   ok("server: %d requests checked and answered", CONNS);
+  check_fds_per_connection("server", fds);
   for (int i = 0; i < CONNS; i++) {
     char b;
     ssize_t n = read(g_fd[i], &b, 1);
