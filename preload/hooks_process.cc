@@ -1,10 +1,13 @@
-// Exported hooks: fork, vfork and the exec family.
+// Exported hooks: fork, vfork, the exec family, _exit and _Exit.
 #include <alloca.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdarg>
 
 #include "hook.hpp"
+#include "stats.hpp"
 
 using namespace fastsock;
 
@@ -64,3 +67,12 @@ FASTSOCK_HOOK int execle(const char* path, const char* arg, ...) noexcept {
   FASTSOCK_GATHER_ARGV(arg, argv, envp = va_arg(ap, char* const*));
   FASTSOCK_RETURN(int, ops::execve(path, argv, envp));
 }
+
+// _exit and _Exit end the process without running destructors — forked children and
+// daemons call them all the time — so the stats file is unlinked here, as a normal exit
+// does, then the process ends the way glibc's _exit ends it (exit_group).
+FASTSOCK_HOOK void _exit(int status) noexcept {
+  stats::before_exit();
+  for (;;) syscall(SYS_exit_group, status);
+}
+FASTSOCK_HOOK void _Exit(int status) noexcept { _exit(status); }

@@ -173,6 +173,9 @@ int Conn::start_acceptor(Handshake& handshake, const char** why) {
     (void)handshake.reject(st.reason, &ignored);
     return -st.err;
   }
+  // Mapped and sealed: the memfd is not needed any more (the connector closes its own once
+  // passed). Kept open it would cost a descriptor per accepted connection.
+  segment_.close_fd();
   own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (own_bell_ < 0) {
     *why = "cannot create an eventfd";

@@ -21,7 +21,9 @@ namespace {
 
 std::mutex g_mutex;                 // publication only; slots are claimed lock-free
 Area* g_area = nullptr;             // mapped at a fixed address for the process's lifetime
-int g_published_pid = 0;            // the pid whose file name is linked, 0 if none
+// The pid whose file name is linked, 0 if none. Written under g_mutex; atomic because
+// before_exit() reads it without the lock.
+std::atomic<int> g_published_pid{0};
 bool g_failed = false;              // creation failed once: do not retry on every socket
 std::atomic<Area*> g_ready{nullptr};
 std::atomic<uint32_t> g_hint{0};
@@ -199,6 +201,19 @@ void unlink_published() noexcept {
   g_published_pid = 0;
 }
 
+// The file's path for `pid` with nothing but stores: before_exit() may run in a signal
+// handler, where snprintf is not allowed.
+void area_path_signal_safe(int pid, char* out, size_t out_len) noexcept {
+  char digits[16];
+  size_t n = 0;
+  for (unsigned v = unsigned(pid); n < sizeof digits && (v != 0 || n == 0); v /= 10)
+    digits[n++] = char('0' + v % 10);
+  size_t len = 0;
+  for (const char* p = kStatsPrefix; *p && len + 1 < out_len; ++p) out[len++] = *p;
+  while (n > 0 && len + 1 < out_len) out[len++] = digits[--n];
+  out[len] = '\0';
+}
+
 void fork_prepare() noexcept {
   g_mutex.lock();
   if (g_area) take_fork_snapshot(*g_area);
@@ -252,6 +267,14 @@ void retire_slot(Slot* slot) noexcept {
   // lines are reused instead of sweeping through the whole 1 MiB area.
   if (Area* area = g_ready.load(std::memory_order_relaxed))
     g_hint.store(uint32_t(slot - area->slots), std::memory_order_relaxed);
+}
+
+void before_exit() noexcept {
+  const int pid = g_published_pid.load(std::memory_order_acquire);
+  if (pid == 0 || pid != getpid()) return;  // none, or the parent's (a child before republishing)
+  char path[64];
+  area_path_signal_safe(pid, path, sizeof path);
+  ::unlink(path);
 }
 
 void before_exec() noexcept {

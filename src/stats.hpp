@@ -12,6 +12,11 @@ Slot* claim_slot() noexcept;
 // Returns a slot to the free pool (the connection's last descriptor closed).
 void retire_slot(Slot* slot) noexcept;
 
+// _exit/_Exit (no destructor runs): unlinks the name. Takes no lock and calls only
+// async-signal-safe functions: the caller may be a signal handler, or a child forked while
+// another thread held the library's locks.
+void before_exit() noexcept;
+
 // exec: the name is unlinked before the image is replaced; if exec fails, it comes back.
 void before_exec() noexcept;
 void after_failed_exec() noexcept;

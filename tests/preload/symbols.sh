@@ -13,7 +13,7 @@ closefrom fclose fdopen dup dup2 dup3 fcntl fcntl64 ioctl getsockopt setsockopt 
 read readv write writev recv recvfrom recvmsg recvmmsg send sendto sendmsg sendmmsg
 sendfile sendfile64 splice poll ppoll select pselect epoll_create epoll_create1 epoll_ctl
 epoll_wait epoll_pwait epoll_pwait2 fork vfork execve execv execvp execvpe execl execlp
-execle fexecve execveat __read_chk __recv_chk __recvfrom_chk __poll_chk __ppoll_chk"
+execle fexecve execveat _exit _Exit __read_chk __recv_chk __recvfrom_chk __poll_chk __ppoll_chk"
 api_required="fastsock_version fastsock_transport"
 
 nm -D --defined-only "$FASTSOCK_LIB" >"$WORK/nm.out" 2>&1 || fail "nm -D failed: $(cat "$WORK/nm.out")"

@@ -5,6 +5,10 @@
 #include "common.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -310,4 +314,105 @@ void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+}
+
+int count_fds(void) {
+  DIR* d = opendir("/proc/self/fd");
+  CHECK(d != NULL, "opendir(/proc/self/fd)");
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1;  // the directory's own descriptor
+}
+
+long rss_kib(void) {
+  FILE* f = fopen("/proc/self/statm", "r");
+  CHECK(f != NULL, "fopen(/proc/self/statm)");
+  long size = 0, resident = 0;
+  CHECK(fscanf(f, "%ld %ld", &size, &resident) == 2, "parse /proc/self/statm");
+  fclose(f);
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+int shm_segment_mappings(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  CHECK(f != NULL, "fopen(/proc/self/maps)");
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, "/memfd:fastsock-shm")) n++;
+  fclose(f);
+  return n;
+}
+
+long raise_nofile(long want) {
+  struct rlimit rl;
+  SYS(getrlimit(RLIMIT_NOFILE, &rl));
+  if (rl.rlim_cur < (rlim_t)want) {
+    rl.rlim_cur = rl.rlim_max < (rlim_t)want ? rl.rlim_max : (rlim_t)want;
+    SYS(setrlimit(RLIMIT_NOFILE, &rl));
+  }
+  return (long)rl.rlim_cur;
+}
+
+static char g_hang_what[160];
+
+static void hang_alarm(int sig) {
+  (void)sig;
+  char msg[256];
+  int n = snprintf(msg, sizeof msg, "FAIL[%s pid %d] hang: %s\n", g_name, (int)getpid(),
+                   g_hang_what);
+  if (n > 0) (void)!write(1, msg, (size_t)n);
+  _exit(1);
+}
+
+void hang_guard(unsigned secs, const char* what) {
+  snprintf(g_hang_what, sizeof g_hang_what, "%s", what);
+  signal(SIGALRM, hang_alarm);
+  alarm(secs);
+}
+
+int fork_connected(int child_accepts, int* child) {
+  int p[2];
+  SYS(pipe(p));
+  int pid = (int)SYS(fork());
+  if (pid == 0) SYS(prctl(PR_SET_PDEATHSIG, SIGKILL));
+  const int i_accept = pid == 0 ? child_accepts : !child_accepts;
+  int fd;
+  char byte;
+  if (i_accept) {
+    int lfd = tcp_listen(AF_INET, 0, 4);
+    uint16_t port = local_port(lfd);
+    write_all(p[1], &port, sizeof port);
+    fd = (int)SYS(accept(lfd, NULL, NULL));
+    SYS(close(lfd));
+    read_exact(fd, &byte, 1);
+    write_all(fd, "r", 1);
+    if (pid != 0) expect_server_log(fd);
+  } else {
+    uint16_t port;
+    read_exact(p[0], &port, sizeof port);
+    fd = tcp_connect(AF_INET, port);
+    write_all(fd, "h", 1);
+    read_exact(fd, &byte, 1);
+    if (pid != 0) expect_client_log(fd);
+  }
+  SYS(close(p[0]));
+  SYS(close(p[1]));
+  expect_transport(fd, both_ends_link());
+  *child = pid;
+  return fd;
+}
+
+const char* stats_file_of(int pid, char* buf, size_t len) {
+  if (!fastsock_present()) return "";
+  snprintf(buf, len, "/dev/shm/fastsock-stats.%d", pid);
+  return buf;
+}
+
+void remove_killed_child_stats(int pid) {
+  char path[64];
+  if (*stats_file_of(pid, path, sizeof path)) (void)unlink(path);
 }

@@ -79,3 +79,35 @@ void check_pattern(const void* buf, size_t len, unsigned seed, size_t offset, co
 void wait_child_ok(int pid, const char* what);
 // Sleeps the given number of milliseconds (restarting on EINTR).
 void sleep_ms(long ms);
+
+// ---- process resources (fault, scale and churn tests) ------------------------------------
+
+// Open descriptors of this process (entries of /proc/self/fd, not counting the one used to
+// list them).
+int count_fds(void);
+// Resident set size of this process in KiB (/proc/self/statm).
+long rss_kib(void);
+// Mappings of shm link segments in this process (lines of /proc/self/maps naming the memfd
+// "fastsock-shm", see shm/shm_segment.cc).
+int shm_segment_mappings(void);
+// Raises RLIMIT_NOFILE's soft limit to at least `want` (up to the hard limit); returns the
+// new soft limit.
+long raise_nofile(long want);
+// Fails the program ("FAIL ... hang: WHAT") if it is still running `secs` seconds from now:
+// a hang becomes a failure with a message instead of a test timeout. 0 disarms.
+void hang_guard(unsigned secs, const char* what);
+
+// Forks a child connected to this process over loopback TCP; returns the connection in
+// both processes (*child is 0 in the child, the child's pid in the parent). The acceptor
+// (the child if child_accepts) listens after the fork, so neither inherits the other's
+// sockets. One byte goes each way, then both ends check the link with expect_transport
+// (both_ends_link()) and the parent prints its expect-log line. The child gets SIGKILL if
+// the parent dies.
+int fork_connected(int child_accepts, int* child);
+
+// The stats file /dev/shm/fastsock-stats.PID of a process the library runs in ("" when
+// the library is not loaded).
+const char* stats_file_of(int pid, char* buf, size_t len);
+// Removes the stats file of a reaped child that was killed with SIGKILL (it could not
+// remove it itself; `fastsock stat` would), so that the test leaves nothing behind.
+void remove_killed_child_stats(int pid);
