@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# bench/bench_lib.sh: helpers shared by bench/overhead.sh and bench/real-programs.sh.
+# bench/bench_lib.sh: helpers shared by the benchmark scripts in bench/.
 # Sourced, not run.
 
 # "<nproc> CPUs, <model>, kernel <release>"
@@ -109,4 +109,37 @@ bench_placement_text() {
   else
     echo "$1 (server on CPU $server, client on CPU $client)"
   fi
+}
+
+# bench_workdir NAME: a fresh work directory in $tmp for this run, removed at exit together
+# with the background server whose pid the script keeps in $server_pid (if any).
+bench_workdir() {
+  tmp=$(mktemp -d "/tmp/fastsock-$1.XXXXXX")
+  server_pid=""
+  trap bench_cleanup EXIT
+}
+
+# shellcheck disable=SC2317  # (called from the EXIT trap)
+bench_cleanup() {
+  if [[ -n ${server_pid:-} ]]; then kill "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+
+# bench_fail SCRIPT MESSAGE...: says what failed, whether the background server still runs,
+# and the end of every *.err and *.log in $tmp; exits 1.
+bench_fail() {
+  local script=$1 f
+  shift
+  echo "$script: $*" >&2
+  if [[ -n ${server_pid:-} ]]; then
+    if kill -0 "$server_pid" 2>/dev/null; then
+      echo "(the server, pid $server_pid, is still running)" >&2
+    else
+      echo "(the server, pid $server_pid, has exited)" >&2
+    fi
+  fi
+  for f in "$tmp"/*.err "$tmp"/*.log; do
+    [[ -s $f ]] && { echo "--- $(basename "$f"):" >&2; tail -20 "$f" >&2; }
+  done
+  exit 1
 }

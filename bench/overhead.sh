@@ -90,8 +90,7 @@ if [[ $callgrind == yes ]] && ! command -v valgrind >/dev/null; then
   exit 2
 fi
 
-tmp=$(mktemp -d /tmp/fastsock-overhead.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+bench_workdir overhead
 
 # ---- workloads: name, metric, unit, which way is better, target (max overhead %), argv ----
 file_cpu=() tcp_cpus=()

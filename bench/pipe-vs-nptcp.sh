@@ -78,20 +78,8 @@ if [[ -n $cpus ]]; then
   client_pin=(taskset -c "$client_cpu")
 fi
 
-tmp=$(mktemp -d /tmp/fastsock-pipe-vs-nptcp.XXXXXX)
-server_pid=""
-# shellcheck disable=SC2317  # (called from the EXIT trap)
-cleanup() {
-  if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "pipe-vs-nptcp.sh: $*" >&2
-  for f in "$tmp"/*.err; do [[ -s $f ]] && { echo "--- $(basename "$f"):" >&2; tail -20 "$f" >&2; }; done
-  exit 1
-}
+bench_workdir pipe-vs-nptcp
+fail() { bench_fail pipe-vs-nptcp.sh "$@"; }
 
 # run TOOL ROUND LO HI: one receiver/transmitter pair of TOOL (nptcp|pipe) on kernel TCP for
 # sizes LO..HI; appends "round tool row bytes seconds" for each np.out row to $tmp/samples,

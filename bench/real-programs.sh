@@ -78,29 +78,8 @@ else
   np_upper=4194304 iperf_seconds=3 np_bw_metric=bandwidth_1-4MiB_MBps np_repeats=()
 fi
 
-tmp=$(mktemp -d /tmp/fastsock-real.XXXXXX)
-server_pid=""
-# shellcheck disable=SC2317  # (called from the EXIT trap)
-cleanup() {
-  if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "real-programs.sh: $*" >&2
-  if [[ -n $server_pid ]]; then
-    if kill -0 "$server_pid" 2>/dev/null; then
-      echo "(the server, pid $server_pid, is still running)" >&2
-    else
-      echo "(the server, pid $server_pid, has exited)" >&2
-    fi
-  fi
-  for f in "$tmp"/*.err "$tmp"/*.log; do
-    [[ -s $f ]] && { echo "--- $(basename "$f"):" >&2; tail -20 "$f" >&2; }
-  done
-  exit 1
-}
+bench_workdir real
+fail() { bench_fail real-programs.sh "$@"; }
 
 # Sets the array `venv`: the env(1) prefix for variant $1 (without|with), logging to $2.
 # Both variants get the same FASTSOCK_* settings; only LD_PRELOAD differs.

@@ -46,8 +46,7 @@ if [[ ! -f $lib || ! -x $bindir/bench_idle_conns ]]; then
   echo "shm-memory.sh: skipped: $lib or $bindir/bench_idle_conns not built" >&2
   exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_workdir shm-memory
 
 run() {  # run tcp|shm -> $tmp/SIDE.out (two "usage" lines)
   local side=$1 rc=0

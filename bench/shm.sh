@@ -54,8 +54,7 @@ if ((quick)); then
 else
   declare -A args=([pingpong]="" [bulk]="" [connect]="")
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_workdir shm
 
 run() {  # run tcp|shm workload -> prints the value
   local side=$1 workload=$2 out
