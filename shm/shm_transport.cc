@@ -228,12 +228,7 @@ Probe probe_shm() noexcept {
   return probe;
 }
 
-Transport& shm_instance() noexcept {
-  static ShmTransport instance;
-  return instance;
-}
-
-constexpr TransportEntry kEntry{TransportId::shm, 0, probe_shm, shm_instance};
+constexpr TransportEntry kEntry{TransportId::shm, 0, probe_shm, the_instance<ShmTransport>};
 
 }  // namespace
 

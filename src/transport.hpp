@@ -95,6 +95,13 @@ class Transport {
   virtual void detach(Socket& s) noexcept = 0;
 };
 
+// The one instance of link type T, made on first use (for TransportEntry::instance).
+template <typename T>
+Transport& the_instance() noexcept {
+  static T instance;
+  return instance;
+}
+
 struct TransportEntry {
   TransportId id;
   int rank;                       // lower is preferred when chains are ordered by rank

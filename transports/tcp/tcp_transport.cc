@@ -60,12 +60,7 @@ class TcpTransport final : public Transport {
 
 Probe probe_tcp() noexcept { return Probe{true, "kernel TCP is always available"}; }
 
-Transport& tcp_instance() noexcept {
-  static TcpTransport instance;
-  return instance;
-}
-
-constexpr TransportEntry kEntry{TransportId::tcp, 100, probe_tcp, tcp_instance};
+constexpr TransportEntry kEntry{TransportId::tcp, 100, probe_tcp, the_instance<TcpTransport>};
 
 }  // namespace
 
