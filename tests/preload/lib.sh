@@ -231,6 +231,19 @@ wait_for_file() {
 # log_count TEXT: number of log lines containing the fixed string TEXT.
 log_count() { grep -cF -- "$1" "$LOG" || true; }
 
+# wait_for_log_lines REGEX COUNT [SECONDS]: waits (default 5 s at most) until COUNT lines of
+# the log match REGEX (grep -E), e.g. a server's `closed` lines, written as it notices that
+# its client left, before the test stops it. Returns without failing: the assertion that
+# follows says what is missing.
+wait_for_log_lines() {
+  local i
+  for ((i = 0; i < ${3:-5} * 20; i++)); do
+    [[ $(grep -cE -- "$1" "$LOG") -ge $2 ]] && return 0
+    sleep 0.05
+  done
+  return 0
+}
+
 log_assert_contains() {
   [[ $(log_count "$1") -ge 1 ]] || fail "log has no line containing: $1"
 }

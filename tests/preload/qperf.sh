@@ -29,6 +29,14 @@ qperf_run() {
   wait_for_port "$PORT" 15 "$BG_PID"
   run_fg "$mode-client" 40 $CLIENT_WRAP qperf 127.0.0.1 -lp "$PORT" -t 2 -vvs -uu -e 20 \
     tcp_lat tcp_bw
+  # The server's child for the last test may still be closing its end: let it exit (and
+  # log) before the server is stopped, which stops its whole process group.
+  local server i
+  server=$(pgrep -P "$BG_PID" qperf || true)
+  for ((i = 0; i < 100; i++)); do
+    [[ -n "$server" ]] && pgrep -P "$server" >/dev/null || break
+    sleep 0.05
+  done
   kill -TERM "$BG_PID" 2>/dev/null
   wait_bg "$mode-server" || true
   if [[ -s "$WORK/$mode-server.out" ]]; then

@@ -18,6 +18,14 @@ value_size=$((1024 * 1024))
 head -c "$value_size" /dev/urandom >"$WORK/value.bin"
 want=$(sha256sum <"$WORK/value.bin" | cut -d' ' -f1)
 
+# The server's end of the SET connection received the command in RESP
+# (*3 $3 SET $4 blob $N <value>, each \r\n-terminated) and answered +OK; the GET
+# connection received *2 $3 GET $4 blob and answered $N <value>.
+bulk() { printf '$%d\r\n%s\r\n' "$1" "$2"; }
+header_len=$(bulk "$value_size" "" | wc -c)
+set_cmd=$(( $(printf '*3\r\n' | wc -c) + $(bulk 3 SET | wc -c) + $(bulk 4 blob | wc -c) + header_len + value_size ))
+get_cmd=$(( $(printf '*2\r\n' | wc -c) + $(bulk 3 GET | wc -c) + $(bulk 4 blob | wc -c) ))
+
 # redis_run MODE: MODE as in set_ends.
 redis_run() {
   local mode=$1 port out test got len
@@ -54,6 +62,9 @@ redis_run() {
   [[ $got == "$want" ]] || fail "$mode: GET's value has sha256 $got, the stored data $want"
   note "$mode: 1 MiB SET then GET: sha256 matches"
 
+  # The server has closed its end of the GET connection (redis-cli exits without closing
+  # its own) before it is stopped.
+  [[ $mode == both ]] && wait_for_log_lines " closed sent=[0-9]+ received=$get_cmd\$" 1
   kill -TERM "$BG_PID" 2>/dev/null
   wait_bg "$mode-server" || true
   grep -q 'ready to exit' "$WORK/$mode-server.out" ||
@@ -67,13 +78,6 @@ log_assert_all_on_link
 # 3 tests x 50 benchmark connections, at least (it also opens one to read the config).
 [[ $LINK_CONNS -ge 150 ]] || fail "want at least 150 connections on $LINK, found $LINK_CONNS"
 note "$LINK_CONNS connections, every one on $LINK at both ends"
-# The server's end of the SET connection received the command in RESP
-# (*3 $3 SET $4 blob $N <value>, each \r\n-terminated) and answered +OK; the GET
-# connection received *2 $3 GET $4 blob and answered $N <value>.
-bulk() { printf '$%d\r\n%s\r\n' "$1" "$2"; }
-header_len=$(bulk "$value_size" "" | wc -c)
-set_cmd=$(( $(printf '*3\r\n' | wc -c) + $(bulk 3 SET | wc -c) + $(bulk 4 blob | wc -c) + header_len + value_size ))
-get_cmd=$(( $(printf '*2\r\n' | wc -c) + $(bulk 3 GET | wc -c) + $(bulk 4 blob | wc -c) ))
 log_assert_closed 5 "$set_cmd"
 log_assert_closed "$((header_len + value_size))" "$get_cmd"
 note "log: the server's SET connection closed sent=5 received=$set_cmd, the GET connection sent=$((header_len + value_size)) received=$get_cmd"
