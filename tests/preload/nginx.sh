@@ -12,8 +12,20 @@ source "$(dirname "$0")/lib.sh"
 init_test nginx
 require_cmd nginx wrk curl sha256sum
 require_preload_prefix_ok nginx -v
-require_preload_prefix_ok wrk --version
-require_preload_prefix_ok curl --version
+# `wrk --version` prints its version and exits 1, preloaded or not: it ran if it printed it.
+if [[ -n "${FASTSOCK_PRELOAD_PREFIX:-}" ]]; then
+  probe=$(timeout -k 2 5 env LD_PRELOAD="$FASTSOCK_PRELOAD_PREFIX" wrk --version 2>&1)
+  [[ $probe == wrk\ * ]] ||
+    skip "wrk does not run with only LD_PRELOAD=$FASTSOCK_PRELOAD_PREFIX (no fastsock): $(head -c 300 <<<"$probe")"
+fi
+# Debian 12's curl deadlocks at startup with the ASan runtime preloaded (see
+# docs/compatibility.md, Running): in the sanitizer build the download is left out, and said so.
+curl_ok=1
+if [[ -n "${FASTSOCK_PRELOAD_PREFIX:-}" ]] &&
+  ! timeout -k 2 5 env LD_PRELOAD="$FASTSOCK_PRELOAD_PREFIX" curl --version >/dev/null 2>&1; then
+  curl_ok=0
+  note "curl does not run with only LD_PRELOAD=$FASTSOCK_PRELOAD_PREFIX: the 64 MiB download is NOT tested in this build"
+fi
 big_size=$((64 * 1024 * 1024))
 mkdir -p "$WORK/www"
 head -c 4096 /dev/urandom >"$WORK/www/small.bin"
@@ -77,17 +89,19 @@ nginx_run() {
   WRK_REQUESTS=0
   wrk_run "$mode" keepalive
   wrk_run "$mode" close -H 'Connection: close'
-  run_fg "$mode-curl" 60 $CLIENT_WRAP curl --silent --show-error --fail --noproxy '*' \
-    --output "$WORK/$mode-big.bin" --write-out '%{size_request} %{size_header} %{size_download}\n' \
-    "http://127.0.0.1:$PORT/big.bin"
-  got=$(sha256sum <"$WORK/$mode-big.bin" | cut -d' ' -f1)
-  [[ $got == "$want" ]] || fail "$mode: the download has sha256 $got, the file $want"
-  read -r CURL_REQ CURL_HDR CURL_BODY <"$WORK/$mode-curl.out"
-  [[ $CURL_BODY -eq $big_size ]] || fail "$mode: curl reports a $CURL_BODY byte body"
-  note "$mode: curl downloaded $CURL_BODY bytes, sha256 matches the file"
-  # nginx has closed its end of the download (it sees curl leave) before it is stopped.
-  [[ $mode == both ]] &&
-    wait_for_log_lines " closed sent=$((CURL_HDR + CURL_BODY)) received=$CURL_REQ\$" 1
+  if [[ $curl_ok == 1 ]]; then
+    run_fg "$mode-curl" 60 $CLIENT_WRAP curl --silent --show-error --fail --noproxy '*' \
+      --output "$WORK/$mode-big.bin" --write-out '%{size_request} %{size_header} %{size_download}\n' \
+      "http://127.0.0.1:$PORT/big.bin"
+    got=$(sha256sum <"$WORK/$mode-big.bin" | cut -d' ' -f1)
+    [[ $got == "$want" ]] || fail "$mode: the download has sha256 $got, the file $want"
+    read -r CURL_REQ CURL_HDR CURL_BODY <"$WORK/$mode-curl.out"
+    [[ $CURL_BODY -eq $big_size ]] || fail "$mode: curl reports a $CURL_BODY byte body"
+    note "$mode: curl downloaded $CURL_BODY bytes, sha256 matches the file"
+    # nginx has closed its end of the download (it sees curl leave) before it is stopped.
+    [[ $mode == both ]] &&
+      wait_for_log_lines " closed sent=$((CURL_HDR + CURL_BODY)) received=$CURL_REQ\$" 1
+  fi
   kill -TERM "$BG_PID" 2>/dev/null
   wait_bg "$mode-nginx" || true
   if grep -qE '\[(alert|crit|emerg)\]' "$dir/error.log"; then
@@ -146,10 +160,12 @@ else
      $(grep -cE "debug: fd=[0-9]+ client .* on " "$LOG") ]] || fail "a client line is not on $LINK"
   log_assert_data_on_link
 fi
-# The download: curl sent the request, received header + body; nginx's end mirrors it.
-log_assert_closed "$CURL_REQ" "$((CURL_HDR + CURL_BODY))"
-log_assert_closed "$((CURL_HDR + CURL_BODY))" "$CURL_REQ"
-note "log: the download closed sent=$CURL_REQ received=$((CURL_HDR + CURL_BODY)) at curl, mirrored at nginx"
+if [[ $curl_ok == 1 ]]; then
+  # The download: curl sent the request, received header + body; nginx's end mirrors it.
+  log_assert_closed "$CURL_REQ" "$((CURL_HDR + CURL_BODY))"
+  log_assert_closed "$((CURL_HDR + CURL_BODY))" "$CURL_REQ"
+  note "log: the download closed sent=$CURL_REQ received=$((CURL_HDR + CURL_BODY)) at curl, mirrored at nginx"
+fi
 log_assert_no_errors
 
 for mode in client-only server-only; do
