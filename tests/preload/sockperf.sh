@@ -12,8 +12,8 @@ require_cmd sockperf
 require_preload_prefix_ok sockperf --version
 msg_size=14  # sockperf's default message size
 
-# sockperf_run MODE: MODE as in set_ends; leaves the clients' outputs in
-# $WORK/MODE-{ping-pong,throughput}.out.
+# sockperf_run MODE: MODE as in set_ends; checks the clients' reports, and sets pp_sent and
+# tp_sent to the messages ping-pong (whole run, warm-up included) and throughput sent.
 sockperf_run() {
   local mode=$1 port out
   set_ends "$mode"
