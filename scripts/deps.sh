@@ -10,6 +10,7 @@ FASTSOCK_PACKAGES=(
   nlohmann-json3-dev
   # tests: Catch2 v2, libFuzzer (clang + its runtime), real programs run under the library
   catch2 clang libclang-rt-14-dev netpipe-tcp iperf3 socat curl python3 procps
+  sockperf qperf redis-server redis-tools nginx wrk
   # fastsock-pipe --plot (SVG and PNG graphs) and its test
   gnuplot-nox
   # optional transports, detected by meson (verbs)

@@ -231,6 +231,19 @@ wait_for_file() {
 # log_count TEXT: number of log lines containing the fixed string TEXT.
 log_count() { grep -cF -- "$1" "$LOG" || true; }
 
+# wait_for_log_lines REGEX COUNT [SECONDS]: waits (default 5 s at most) until COUNT lines of
+# the log match REGEX (grep -E), e.g. a server's `closed` lines, written as it notices that
+# its client left, before the test stops it. Returns without failing: the assertion that
+# follows says what is missing.
+wait_for_log_lines() {
+  local i
+  for ((i = 0; i < ${3:-5} * 20; i++)); do
+    [[ $(grep -cE -- "$1" "$LOG") -ge $2 ]] && return 0
+    sleep 0.05
+  done
+  return 0
+}
+
 log_assert_contains() {
   [[ $(log_count "$1") -ge 1 ]] || fail "log has no line containing: $1"
 }
@@ -250,15 +263,40 @@ log_assert_interception() {
     fail "log has no 'closed sent=N received=M' line"
 }
 
+# v4_or_mapped ADDR:PORT: a regular expression for the address as an IPv4 server socket
+# prints it, or as an IPv6 server socket listening on [::] does ([::ffff:a.b.c.d]:port).
+v4_or_mapped() {
+  local ip=${1%:*} port=${1##*:}
+  if [[ $ip == \[* ]]; then  # already IPv6: only that spelling
+    ip=${ip//[/\\[}
+    printf '%s:%s' "${ip//]/\\]}" "$port"
+    return
+  fi
+  ip=${ip//./\\.}
+  printf '(%s|\\[::ffff:%s\\]):%s' "$ip" "$ip" "$port"
+}
+
 # log_assert_ends_match: both ends of every connection ran under the library: for each
-# `client L -> P` line there is a `server P <- L` line (same address spelling on both ends).
+# `client L -> P` line there is a `server P <- L` line (a server listening on [::] prints
+# IPv4 addresses as [::ffff:a.b.c.d]). One pass over the log: tests make thousands.
 log_assert_ends_match() {
-  local l p n=0
-  while read -r l p; do
-    grep -qF "server $p <- $l on $LINK" "$LOG" ||
-      fail "connection $l -> $p has no matching 'server $p <- $l on $LINK' line"
-    n=$((n + 1))
-  done < <(sed -nE "s/.* client ([^ ]+) -> ([^ ]+) on $LINK.*/\1 \2/p" "$LOG")
+  local n missing
+  read -r n missing < <(awk -v link="$LINK" '
+    function norm(a) {
+      if (a ~ /^\[::ffff:[0-9.]+\]:[0-9]+$/) { sub(/^\[::ffff:/, "", a); sub(/\]:/, ":", a) }
+      return a
+    }
+    $2 == "debug:" && $8 == "on" && $9 == link {
+      if ($4 == "client" && $6 == "->") clients[norm($5) " " norm($7)] = 1
+      if ($4 == "server" && $6 == "<-") servers[norm($7) " " norm($5)] = 1
+    }
+    END {
+      n = 0; first = ""
+      for (c in clients) { n++; if (!(c in servers) && first == "") first = c }
+      print n, (first == "" ? "-" : first)
+    }' "$LOG")
+  [[ $missing == - ]] ||
+    fail "connection ${missing/ / -> } has no matching 'server ... <- ... on $LINK' line"
   [[ $n -gt 0 ]] || fail "no client lines in the log"
   note "both ends of all $n connections are in the log"
 }
@@ -347,4 +385,58 @@ assert_pair_preloaded() {
     grep -q '^fastsock: present' "$WORK/preload-$side.out" || fail "$side did not load fastsock"
     check_expectations "$WORK/preload-$side.out"
   done
+}
+
+# ---- which ends run under the library -------------------------------------------------
+
+# set_ends both|client-only|server-only: sets SERVER_WRAP and CLIENT_WRAP (under_fastsock or
+# without_fastsock) for start_bg/run_fg.
+set_ends() {
+  SERVER_WRAP=without_fastsock
+  CLIENT_WRAP=without_fastsock
+  case $1 in
+    both) SERVER_WRAP=under_fastsock; CLIENT_WRAP=under_fastsock ;;
+    client-only) CLIENT_WRAP=under_fastsock ;;
+    server-only) SERVER_WRAP=under_fastsock ;;
+    *) fail "set_ends: unknown mode '$1'" ;;
+  esac
+}
+
+# log_assert_stayed_tcp client-only|server-only: with one end alone under the library, its
+# connections stayed on TCP, and (when the link under test is shm) each with the reason
+# recorded and none on shm.
+log_assert_stayed_tcp() {
+  local side reason n total
+  case $1 in
+    client-only) side=client; reason='no fastsock listener' ;;
+    server-only) side=server; reason='no fastsock dialer for this connection' ;;
+    *) fail "log_assert_stayed_tcp: unknown mode '$1'" ;;
+  esac
+  # With FASTSOCK_TEST_LINK=tcp the library never tries shm: there is no reason to check.
+  [[ $LINK == shm ]] || reason=''
+  n=$(grep -cE "debug: fd=[0-9]+ $side .* on tcp${reason:+ \(shm: $reason}" "$LOG" || true)
+  [[ $n -ge 1 ]] || fail "$1: no '$side ... on tcp${reason:+ (shm: $reason}' line in the log"
+  total=$(grep -cE "debug: fd=[0-9]+ $side .* on " "$LOG" || true)
+  [[ $n -eq $total ]] ||
+    fail "$1: $total $side lines in the log, only $n on tcp${reason:+ with '$reason'}"
+  if grep -qE "debug: fd=[0-9]+ (client|server) .* on shm" "$LOG"; then
+    fail "$1: a connection went on shm: $(grep -m1 -E "debug: fd=[0-9]+ (client|server) .* on shm" "$LOG")"
+  fi
+  note "$1: $n ${side} connections stayed on tcp${reason:+ ($reason)}"
+}
+
+# log_assert_all_on_link: with both ends under the library, every connection in the log
+# (each end's client or server line) is on $LINK, none stayed behind on another link.
+# Sets LINK_CONNS to the number of connections.
+log_assert_all_on_link() {
+  local total on_link
+  total=$(grep -cE "debug: fd=[0-9]+ client .* on " "$LOG" || true)
+  on_link=$(grep -cE "debug: fd=[0-9]+ client .* on $LINK( |\$)" "$LOG" || true)
+  [[ $total -ge 1 ]] || fail "no client lines in the log"
+  [[ $on_link -eq $total ]] ||
+    fail "$((total - on_link)) of $total connections not on $LINK: $(grep -E "debug: fd=[0-9]+ (client|server) .* on " "$LOG" | grep -vE " on $LINK( |\$)" | head -3)"
+  [[ $(grep -cE "debug: fd=[0-9]+ server .* on " "$LOG") -eq \
+     $(grep -cE "debug: fd=[0-9]+ server .* on $LINK( |\$)" "$LOG") ]] ||
+    fail "a server line is not on $LINK: $(grep -E "debug: fd=[0-9]+ server .* on " "$LOG" | grep -vE " on $LINK( |\$)" | head -3)"
+  LINK_CONNS=$total
 }
