@@ -362,9 +362,15 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
         continue;
       }
       if (n == 0) {
-        // TCP end of stream. A peer that switched published its offset before its FIN:
-        // look again before concluding that the stream ended on TCP.
-        if (due == kUnknown && tcp_bytes_due() != kUnknown) continue;
+        // TCP end of stream. A peer that switched published its offset before its FIN
+        // (and queued its reply before that): look again before concluding that the stream
+        // ended on TCP. A connector still awaiting the acceptor collects its reply first:
+        // the offset alone leaves the phase at awaiting_peer, and the ring may hold the
+        // acceptor's bytes and FIN (seen under strace: a 1-byte reply lost to a false EOF).
+        if (due == kUnknown) {
+          if (phase_ == Phase::awaiting_peer && check_peer()) continue;
+          if (tcp_bytes_due() != kUnknown) continue;
+        }
         return ssize_t(got);
       }
       if (n != -EAGAIN) return got ? ssize_t(got) : n;
