@@ -15,6 +15,7 @@
 #include "cancel_point.hpp"
 #include "endpoint.hpp"
 #include "real.hpp"
+#include "shm_process.hpp"
 #include "shm_sys.hpp"
 #include "signal_restart.hpp"
 
@@ -174,7 +175,7 @@ int Conn::start_acceptor(Handshake& handshake, const char** why) {
     (void)handshake.reject(*why, &ignored);
     return -errno;
   }
-  if (handshake.hello().pid == getpid()) segment_.set_peer_in_this_process(true);
+  if (handshake.hello().pid == current_pid()) segment_.set_peer_in_this_process(true);
   tx_ = RingProducer(segment_, 1);
   rx_ = RingConsumer(segment_, 0);
   handoff_out_ = HandoffSender(segment_, 1);
@@ -219,8 +220,8 @@ bool Conn::check_peer() {
       const int bell = fds.take(0);
       if (bell < 0) break;
       peer_bell_ = bell;
-      if (reply.pid == getpid()) segment_.set_peer_in_this_process(true);
-      notifier_ = Notifier(segment_, 0, own_bell_, peer_bell_);
+      if (reply.pid == current_pid()) segment_.set_peer_in_this_process(true);
+      notifier_.set_peer(peer_bell_);
       phase_ = Phase::active;
       return true;
     }
