@@ -46,6 +46,7 @@
 #include "endpoint.hpp"
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_io.hpp"
+#include "shm_segment.hpp"
 
 using namespace fastsock;
 using namespace fastsock::shm;
@@ -236,6 +237,19 @@ void part_memfd(long n) {
   }
 }
 
+// A connection's segment as both ends handle it today: create (memfd, size, seals, map,
+// prefault of the header and both 16 KiB windows), attach (fstat, seals, map, header
+// checks) of a copy of the descriptor, then both unmapped and closed. This is what a pool of
+// segments per process pair would take off each connection's setup.
+void part_segment(long n) {
+  for (long i = 0; i < n; ++i) {
+    Segment created, attached;
+    if (!created.create(Limits{}).ok()) die("segment create");
+    if (!attached.attach(fcntl(created.fd(), F_DUPFD_CLOEXEC, 0), Limits{}).ok())
+      die("segment attach");
+  }
+}
+
 const Part kParts[] = {
     {"tcp connect+accept+close (2 sockets)", part_tcp},
     {"rendezvous (per-connection socket, 2+1 fds)", part_rendezvous},
@@ -245,6 +259,7 @@ const Part kParts[] = {
     {"48-byte message with 2 fds, send+recv+close", part_message_fds},
     {"eventfd + close", part_eventfd},
     {"memfd_create + ftruncate 64K + close", part_memfd},
+    {"segment create+attach+unmap (both ends)", part_segment},
 };
 
 // The TCP listener, its record and the descriptors of the in-process parts.

@@ -17,6 +17,7 @@
 #include "endpoint.hpp"
 #include "log.hpp"
 #include "real.hpp"
+#include "shm_process.hpp"
 #include "shm_sys.hpp"
 #include "signal_restart.hpp"
 
@@ -182,7 +183,7 @@ int Conn::start_acceptor(Handshake& handshake, const char** why) {
     (void)handshake.reject(*why, &ignored);
     return -errno;
   }
-  if (handshake.hello().pid == getpid()) segment_.set_peer_in_this_process(true);
+  if (handshake.hello().pid == current_pid()) segment_.set_peer_in_this_process(true);
   tx_ = RingProducer(segment_, 1);
   rx_ = RingConsumer(segment_, 0);
   handoff_out_ = HandoffSender(segment_, 1);
@@ -227,8 +228,8 @@ bool Conn::check_peer() {
       const int bell = fds.take(0);
       if (bell < 0) break;
       peer_bell_ = bell;
-      if (reply.pid == getpid()) segment_.set_peer_in_this_process(true);
-      notifier_ = Notifier(segment_, 0, own_bell_, peer_bell_);
+      if (reply.pid == current_pid()) segment_.set_peer_in_this_process(true);
+      notifier_.set_peer(peer_bell_);
       phase_ = Phase::active;
       return true;
     }
@@ -382,9 +383,15 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
         continue;
       }
       if (n == 0) {
-        // TCP end of stream. A peer that switched published its offset before its FIN:
-        // look again before concluding that the stream ended on TCP.
-        if (due == kUnknown && tcp_bytes_due() != kUnknown) continue;
+        // TCP end of stream. A peer that switched published its offset before its FIN
+        // (and queued its reply before that): look again before concluding that the stream
+        // ended on TCP. A connector still awaiting the acceptor collects its reply first:
+        // the offset alone leaves the phase at awaiting_peer, and the ring may hold the
+        // acceptor's bytes and FIN (seen under strace: a 1-byte reply lost to a false EOF).
+        if (due == kUnknown) {
+          if (phase_ == Phase::awaiting_peer && check_peer()) continue;
+          if (tcp_bytes_due() != kUnknown) continue;
+        }
         return ssize_t(got);
       }
       if (n != -EAGAIN) return got ? ssize_t(got) : n;

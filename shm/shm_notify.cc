@@ -1,7 +1,6 @@
 // Notifier (shm_notify.hpp).
 #include "shm_notify.hpp"
 
-#include <fcntl.h>
 #include <sched.h>
 
 #include <atomic>
@@ -14,11 +13,7 @@ Notifier::Notifier(const Segment& segment, int side, int own_eventfd, int peer_e
     : own_(&segment.layout()->side[side & 1]),
       peer_(&segment.layout()->side[(side & 1) ^ 1]),
       own_fd_(own_eventfd),
-      peer_fd_(peer_eventfd) {
-  // drain() must never block: a blocking eventfd with a zero count would hang the caller.
-  int flags = sys::fcntl(own_fd_, F_GETFL, 0);
-  if (flags >= 0 && !(flags & O_NONBLOCK)) sys::fcntl(own_fd_, F_SETFL, flags | O_NONBLOCK);
-}
+      peer_fd_(peer_eventfd) {}
 
 void Notifier::arm_for_data(ArmMode mode) {
   own_->arm_data.fetch_or(uint32_t(mode), std::memory_order_seq_cst);

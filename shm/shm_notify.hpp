@@ -44,8 +44,13 @@ class Notifier {
  public:
   Notifier() = default;
   // `side` is this end (0 connector, 1 acceptor). own_eventfd is the one this side sleeps
-  // on; it is made non-blocking if it is not. Neither fd is owned (the caller closes them).
+  // on, and must be non-blocking (EFD_NONBLOCK: drain() must never block; checking it here
+  // cost a system call per connection, and every caller creates its own). peer_eventfd
+  // may be -1 until the peer's is known (set_peer). Neither fd is owned (the caller closes
+  // them).
   Notifier(const Segment& segment, int side, int own_eventfd, int peer_eventfd);
+  // The peer's eventfd, once it arrived (the connector gets it with the acceptor's reply).
+  void set_peer(int peer_eventfd) { peer_fd_ = peer_eventfd; }
 
   // Waiting side.
   void arm_for_data(ArmMode mode = ArmMode::once);

@@ -14,6 +14,7 @@
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_io.hpp"
 #include "shm_rendezvous_name.hpp"
+#include "shm_process.hpp"
 
 namespace fastsock::shm {
 
@@ -61,7 +62,7 @@ struct ProbeCache {
   int fd = -1;
   pid_t pid = 0;
   ~ProbeCache() {
-    if (fd >= 0 && pid == getpid()) real().close(fd);
+    if (fd >= 0 && pid == current_pid()) real().close(fd);
   }
 };
 thread_local ProbeCache t_probe;
@@ -86,7 +87,7 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
   RecordName names[kMaxRecordCandidates];
   const int count = record_candidates(ep, names);
   const uid_t uid = geteuid();
-  const pid_t pid = getpid();
+  const pid_t pid = current_pid();
   const int probe = probe_socket(pid);
   if (probe < 0) {
     *why = "cannot create a rendezvous socket";

@@ -13,6 +13,7 @@
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_io.hpp"
 #include "shm_rendezvous_name.hpp"
+#include "shm_process.hpp"
 
 namespace fastsock::shm {
 
@@ -191,7 +192,7 @@ Listener::ReadResult Listener::read_hello(Entry& e) noexcept {
     // Its connection was accepted and left on TCP before this hello came: say so, or the
     // connector would wait for a reply forever.
     close_fds(r.control.fds, r.control.fd_count);
-    const ReplyWire no = encode_reply(false, getpid(), h.nonce, 0,
+    const ReplyWire no = encode_reply(false, current_pid(), h.nonce, 0,
                                       "the acceptor stopped waiting for this hello");
     send_message(e.fd, &no, sizeof no, nullptr, 0);
     drop(e, &ListenerCounters::rejected_late);
@@ -398,7 +399,7 @@ int Handshake::reply(bool accepted, const int* fds, int count, const char* reaso
     *why = "too many descriptors for the reply";
     return -EINVAL;
   }
-  const ReplyWire wire = encode_reply(accepted, getpid(), hello_.nonce, uint8_t(count), reason);
+  const ReplyWire wire = encode_reply(accepted, current_pid(), hello_.nonce, uint8_t(count), reason);
   const int rc = send_message(fd_, &wire, sizeof wire, fds, count);
   close();
   if (rc != 0) *why = rc == -EPIPE ? "the connector is gone" : "cannot send the reply";

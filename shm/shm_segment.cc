@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "shm_process.hpp"
 #include "shm_sys.hpp"
 
 namespace fastsock::shm {
@@ -107,16 +108,18 @@ Status Segment::create(const Limits& limits) {
   base_ = static_cast<unsigned char*>(p);
   size_ = bytes;
   limits_ = limits;
-  if (::madvise(base_, kHeaderBytes, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
+  // The pages a connection touches from its start are allocated now, so that no memory
+  // shortage can surface later as a SIGBUS on a store (see prefault). Ring 0 follows the
+  // header: one call covers both, one more covers ring 1.
+  if (::madvise(base_, kHeaderBytes + limits.initial_window, MADV_POPULATE_WRITE) != 0 &&
+      errno != EINVAL) {
     int err = errno;
     reset();
-    return fail(err, "no memory for the segment header");
+    return fail(err, "no memory for the segment header and the first ring window");
   }
-  for (int d = 0; d < 2; ++d) {
-    if (int rc = prefault(d, 0, limits.initial_window); rc != 0) {
-      reset();
-      return fail(-rc, "no memory for the initial ring windows");
-    }
+  if (int rc = prefault(1, 0, limits.initial_window); rc != 0) {
+    reset();
+    return fail(-rc, "no memory for the initial ring windows");
   }
 
   // A fresh memfd reads as zeros: counters, flags, lock words and handoff slots start at 0
@@ -135,7 +138,7 @@ Status Segment::create(const Limits& limits) {
   h.max_window = limits.max_window;
   h.ring_offset[0] = kHeaderBytes;
   h.ring_offset[1] = uint64_t{kHeaderBytes} + limits.max_window;
-  h.creator_pid = static_cast<int32_t>(::getpid());
+  h.creator_pid = static_cast<int32_t>(current_pid());
   // The magic last: a header with the magic is complete (the peer maps the memfd only after
   // receiving it over a socket, which orders these stores anyway).
   std::atomic_thread_fence(std::memory_order_release);

@@ -1,0 +1,18 @@
+// The calling process's pid, cached: glibc's getpid() is a system call every time (its
+// cache went in 2.25), and setting up one connection asked for it five times.
+//
+// The cache is cleared in the child of every fork that runs pthread_atfork handlers:
+// fork(), and vfork() (the preload library implements it as fork). A child made by a raw
+// clone() or _Fork() that keeps running this library would see its parent's pid; the uses
+// below are safe against that: a hello claiming the wrong pid is refused by the acceptor
+// (SCM_CREDENTIALS), and the same-process handoff re-checks the real getpid() before it
+// copies (shm_handoff.cc).
+#pragma once
+
+#include <sys/types.h>
+
+namespace fastsock::shm {
+
+pid_t current_pid() noexcept;
+
+}  // namespace fastsock::shm
