@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +35,10 @@ struct fastsock_io {
   /* FASTSOCK_ORDER_LITTLE or _BIG: what the peer of `fd` sends. */
   int (*peer_order)(int fd);
 };
+
+/* The largest byte count a call can report (ssize_t's maximum; <limits.h> defines SSIZE_MAX
+ * only for POSIX builds, and a strict -std=c11 program is not one). */
+#define FASTSOCK__SSIZE_MAX ((size_t)-1 >> 1)
 
 /* Runs of elements gathered into one sendmsg/recvmsg call. */
 #define FASTSOCK__RUNS 64
@@ -77,7 +80,7 @@ static inline size_t fastsock__check(int fd, const void* base, int type, size_t 
   if (size == 0) return fastsock__no_size(EINVAL);
   if (count > 0 && base == NULL) return fastsock__no_size(EINVAL);
   if (!fastsock__add(first, count, &end) || !fastsock__mul(end, size, &end_bytes) ||
-      end_bytes > (size_t)SSIZE_MAX || (uintptr_t)base > UINTPTR_MAX - end_bytes)
+      end_bytes > FASTSOCK__SSIZE_MAX || (uintptr_t)base > UINTPTR_MAX - end_bytes)
     return fastsock__no_size(EOVERFLOW);
   /* Natural alignment: every element type's alignment is its size on the targets we build
    * for, and a misaligned portion usually means a byte offset was passed as an element
@@ -284,7 +287,7 @@ static inline int fastsock__strided(int fd, void* base, int type, size_t offset,
   size = fastsock__check(fd, base, type, offset, extent);
   if (size == 0) return -1;
   if (!fastsock__mul(blocks, blocklen, &total) || !fastsock__mul(total, size, &total) ||
-      total > (size_t)SSIZE_MAX)
+      total > FASTSOCK__SSIZE_MAX)
     return fastsock__fail(EOVERFLOW);
   if (total == 0) return 0;
   swap = !sending && fastsock__foreign(fd, size);
@@ -319,7 +322,7 @@ static inline int fastsock__indexed(int fd, void* base, int type, const size_t* 
   /* Every index within [0, max]: checking element 0..max+1 covers them all. */
   if (count > 0 && max == SIZE_MAX) return fastsock__fail(EOVERFLOW);
   if (fastsock__check(fd, base, type, 0, count > 0 ? max + 1 : 0) == 0) return -1;
-  if (!fastsock__mul(count, size, &bytes) || bytes > (size_t)SSIZE_MAX)
+  if (!fastsock__mul(count, size, &bytes) || bytes > FASTSOCK__SSIZE_MAX)
     return fastsock__fail(EOVERFLOW);
   if (count == 0) return 0;
   swap = !sending && fastsock__foreign(fd, size);
