@@ -5,7 +5,7 @@
 source "$(dirname "$0")/../preload/lib.sh"
 init_test api_halo
 run_fg preload 30 under_fastsock "$(prog halo)"
-[[ $(grep -c 'halves match.*(transport $LINK)' "$WORK/preload.out") -eq 2 ]] ||
+[[ $(grep -c "halves match.*(transport $LINK)" "$WORK/preload.out") -eq 2 ]] ||
   fail "under the library: $(cat "$WORK/preload.out")"
 run_fg plain 30 without_fastsock "$(prog halo)"
 [[ $(grep -c 'halves match.*(transport none)' "$WORK/plain.out") -eq 2 ]] ||
