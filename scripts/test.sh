@@ -10,7 +10,7 @@ fastsock_install_deps
 echo "== build (debugoptimized)"
 fastsock_build build
 echo "== tests: unit, fuzz, preload, bench smoke"
-meson test -C build --print-errorlogs --suite unit --suite fuzz --suite preload --suite bench
+meson test -C build --print-errorlogs --suite unit --suite fuzz --suite preload --suite bench --suite api
 
 echo "== build (ASan + UBSan)"
 fastsock_build build-san -Db_sanitize=address,undefined -Db_lundef=false
@@ -18,6 +18,6 @@ echo "== tests under sanitizers: unit, preload"
 # Leaks in the host programs (python, curl, ...) are theirs, not ours: the preload tests set
 # their own ASAN_OPTIONS; the unit tests keep leak detection on.
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  meson test -C build-san --print-errorlogs --suite unit --suite preload
+  meson test -C build-san --print-errorlogs --suite unit --suite preload --suite api
 
 echo "== all tests passed"

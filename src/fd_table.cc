@@ -67,6 +67,7 @@ void reset_fields(Socket& s) noexcept {
   s.domain = 0;
   s.link = nullptr;
   s.user_io.store(false, std::memory_order_relaxed);
+  s.peer_byte_order.store(0, std::memory_order_relaxed);
   s.link_state = nullptr;
   s.epoll_regs = nullptr;
   for (void*& state : s.listen_state) state = nullptr;

@@ -24,6 +24,9 @@ struct Socket {
   // The link carries the data itself (not the kernel): the data calls go to it. Cached from
   // link->kernel_carries_data() so that the kernel path pays one load, not a virtual call.
   std::atomic<bool> user_io{false};
+  // The byte order the peer sends typed arrays in (FASTSOCK_ORDER_*; 0: ours), set through
+  // fastsock_set_peer_byte_order (api_array.cc).
+  std::atomic<uint8_t> peer_byte_order{0};
   void* link_state = nullptr;         // the link's per-connection state, owned by the link
   void* epoll_regs = nullptr;         // its registrations in epoll sets (epoll_merge.cc)
   // A listener: what each link published for it in Transport::on_listen (owned by the link).
