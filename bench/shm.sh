@@ -22,6 +22,7 @@ usage: bench/shm.sh [--quick] [--lib PATH] [--bindir DIR] [--rounds N] [--placem
 EOF
 }
 
+command_line="$0 $*"
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/bench_lib.sh"
 quick=0 lib=${FASTSOCK_LIB:-} bindir="" rounds="" placement=cross
@@ -73,7 +74,7 @@ run() {  # run tcp|shm workload -> prints the value
 
 echo "# bench/shm.sh: kernel TCP loopback vs shm, $rounds interleaved round(s), placement $(bench_placement_text "$placement")"
 echo "# machine: $(bench_machine); CPU busy at start: $(bench_cpu_busy_pct)%"
-echo "# command: $0 $*"
+echo "# command: $command_line"
 for workload in pingpong bulk connect; do
   for ((r = 0; r < rounds; r++)); do
     # A/B then B/A: drift within a round hits both sides alike.
