@@ -122,6 +122,8 @@ const StaticDecision& static_decision() noexcept {
 
 }  // namespace
 
+bool links_may_attach() noexcept { return !static_decision().valid; }
+
 void prepare_links(Socket& s, const sockaddr* dst, socklen_t len) noexcept {
   if (static_decision().valid) return;  // no link of the chain can attach: nothing to prepare
   const Config& cfg = config();

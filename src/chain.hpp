@@ -15,6 +15,10 @@ namespace fastsock {
 // `listener` is the listening socket it came from.
 void choose_link(Socket& s, Side side, Socket* listener) noexcept;
 
+// Whether any link but kernel TCP could take a connection in this process (false when the
+// configuration and the probes decide "tcp" for every connection alike).
+bool links_may_attach() noexcept;
+
 // Before a client's kernel connect to `dst`: lets every link the chain and the rules allow
 // for this destination prepare (Transport::prepare_connect). Free when no link can attach.
 void prepare_links(Socket& s, const sockaddr* dst, socklen_t len) noexcept;

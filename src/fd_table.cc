@@ -168,6 +168,13 @@ bool install(int fd, Socket* s) noexcept {
   return true;
 }
 
+bool install_owned(int fd, SocketRef s) noexcept {
+  Entry* e = entry_for(fd, bool(s));
+  if (!e) return !s;  // out of range or out of memory: `s` goes, the fd stays untracked
+  if (Socket* old = e->exchange(s.leak(), std::memory_order_acq_rel)) release(old);
+  return true;
+}
+
 void remove_range(unsigned first, unsigned last) noexcept {
   if (first >= unsigned(kMaxFd)) return;
   if (last >= unsigned(kMaxFd)) last = unsigned(kMaxFd) - 1;

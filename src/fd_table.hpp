@@ -69,6 +69,17 @@ inline bool maybe_tracked(int fd) noexcept {
   return entry && entry->load(std::memory_order_relaxed);
 }
 
+// The Socket tracked for `fd` right now, without taking a reference: a hint for calls that
+// only need to know whether the kernel carries the connection (Socket::user_io) and then
+// count bytes in its slot. Safe because Sockets are type-stable and never unmapped, and
+// stats slots are never unmapped: if another thread closes `fd` meanwhile, the worst
+// outcome is bytes credited to the wrong connection's counters in a program that already
+// races its own close. Anything that acts on the connection must take a lookup().
+inline Socket* peek(int fd) noexcept {
+  detail::Entry* entry = entry_of(fd);
+  return entry ? entry->load(std::memory_order_acquire) : nullptr;
+}
+
 // The Socket tracked for `fd`, or an empty ref.
 inline SocketRef lookup(int fd) noexcept {
   detail::Entry* entry = entry_of(fd);
@@ -80,6 +91,10 @@ inline SocketRef lookup(int fd) noexcept {
 // the reference to whatever `fd` referred to before. Returns false if fd is out of range or
 // memory ran out (the descriptor then simply stays untracked: pass-through).
 bool install(int fd, Socket* s) noexcept;
+
+// The same, handing the caller's reference to the table (two atomic operations fewer than
+// install(fd, s.get()) followed by dropping `s`: socket(), accept() and dup() use it).
+bool install_owned(int fd, SocketRef s) noexcept;
 
 // Forgets `fd` (the application closed it).
 inline void remove(int fd) noexcept { install(fd, nullptr); }

@@ -81,7 +81,7 @@ FILE* fdopen(int fd, const char* mode) noexcept {
 long dup(int fd) {
   const int nfd = real().dup(fd);
   if (nfd < 0) return -errno;
-  fd_table::install(nfd, fd_table::lookup(fd).get());
+  fd_table::install_owned(nfd, fd_table::lookup(fd));
   return nfd;
 }
 
@@ -89,7 +89,7 @@ long dup2(int fd, int newfd) {
   if (fd != newfd) closing(newfd);
   const int rc = real().dup2(fd, newfd);
   if (rc < 0) return -errno;
-  if (fd != newfd) fd_table::install(newfd, fd_table::lookup(fd).get());
+  if (fd != newfd) fd_table::install_owned(newfd, fd_table::lookup(fd));
   return rc;
 }
 
@@ -97,14 +97,14 @@ long dup3(int fd, int newfd, int flags) {
   if (fd != newfd) closing(newfd);
   const int rc = real().dup3(fd, newfd, flags);
   if (rc < 0) return -errno;
-  fd_table::install(newfd, fd_table::lookup(fd).get());
+  fd_table::install_owned(newfd, fd_table::lookup(fd));
   return rc;
 }
 
 long fcntl(int fd, int cmd, void* arg, bool fcntl64) {
   const int rc = fcntl64 ? real().fcntl64(fd, cmd, arg) : real().fcntl(fd, cmd, arg);
   if (rc < 0) return -errno;
-  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) fd_table::install(rc, fd_table::lookup(fd).get());
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) fd_table::install_owned(rc, fd_table::lookup(fd));
   return rc;
 }
 

@@ -20,6 +20,7 @@
 #include "real.hpp"
 #include "result.hpp"
 #include "stats.hpp"
+#include "user_io.hpp"
 
 namespace fastsock::ops {
 
@@ -31,9 +32,11 @@ static bool is_tcp(int domain, int type, int protocol) {
          (protocol == 0 || protocol == IPPROTO_TCP);
 }
 
+// When a connection opened, for `fastsock stat`: the coarse clock (a few ms of resolution)
+// reads the time without the cycle counter, which a connection's setup would otherwise pay.
 static uint64_t now_ns() {
   timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
   return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
 }
 
@@ -108,7 +111,7 @@ long socket(int domain, int type, int protocol) {
     s->slot->fd = fd;
   }
   // Out of memory: the descriptor is simply untracked (pass-through), never an error.
-  fd_table::install(fd, s.get());
+  fd_table::install_owned(fd, std::move(s));
   return fd;
 }
 
@@ -153,14 +156,26 @@ long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
     if (nfd >= 0) fd_table::remove(nfd);
     return neg_errno(nfd);
   }
-  // Ask for the peer address ourselves: the application may not.
-  sockaddr_storage peer;
-  socklen_t peer_len = sizeof peer;
-  const int nfd = real().accept4(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len, flags);
+  // The peer's address: a link matching the connection needs it, and so does the debug log;
+  // otherwise (e.g. every link but TCP is off) the kernel need not copy it out, and `fastsock
+  // stat` finds it in /proc. Taken from the application's buffer when it asked for one.
+  const bool need_peer = links_may_attach() || log_enabled(LogLevel::debug);
+  sockaddr_storage own;
+  socklen_t own_len = sizeof own;
+  // The application's own arguments go to the kernel untouched (an addr without a len is
+  // its EFAULT to get).
+  sockaddr* peer = addr ? addr : need_peer ? reinterpret_cast<sockaddr*>(&own) : nullptr;
+  socklen_t* peer_len = addr ? len : need_peer ? &own_len : nullptr;
+  const socklen_t room = peer && peer_len ? *peer_len : 0;
+  const int nfd = real().accept4(fd, peer, peer_len, flags);
   if (nfd < 0) return -errno;
-  if (addr && len) {
-    memcpy(addr, &peer, std::min<size_t>(*len, peer_len));
-    *len = peer_len;  // the kernel reports the full length even when it truncated
+  stats::Endpoint peer_ep;
+  if (peer && peer_len && *peer_len <= room) {
+    peer_ep = endpoint_from(peer, *peer_len);
+  } else if (need_peer) {  // the application's buffer was too small for the whole address
+    own_len = sizeof own;
+    if (real().getpeername(nfd, reinterpret_cast<sockaddr*>(&own), &own_len) == 0)
+      peer_ep = endpoint_from(reinterpret_cast<sockaddr*>(&own), own_len);
   }
   SocketRef s = fd_table::make_socket();
   if (s) {
@@ -169,10 +184,9 @@ long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
     // wildcard listener needs the kernel to say which address the peer reached.
     const stats::Endpoint& bound = listener->slot->local;
     track_connection(*s, nfd, Side::server, listener.get(),
-                     is_wildcard(bound) ? local_endpoint(nfd) : bound,
-                     endpoint_from(reinterpret_cast<sockaddr*>(&peer), peer_len));
+                     is_wildcard(bound) ? local_endpoint(nfd) : bound, peer_ep);
   }
-  fd_table::install(nfd, s.get());
+  fd_table::install_owned(nfd, std::move(s));
   return nfd;
 }
 
@@ -213,9 +227,11 @@ long setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
   if (real().setsockopt(fd, level, name, value, len) != 0) return -errno;
   // The kernel accepted it; a link that carries the data itself may need to know (e.g.
   // SO_LINGER decides how its close ends the stream).
-  if (fd_table::maybe_tracked(fd)) {
+  // Only such links care: a connection the kernel carries needs no reference taken here.
+  const Socket* hint = fd_table::peek(fd);
+  if (hint && hint->user_io.load(std::memory_order_relaxed)) {
     SocketRef s = fd_table::lookup(fd);
-    if (s && s->link) s->link->option_set(*s, level, name, value, len);
+    if (s && user_link(*s)) s->link->option_set(*s, level, name, value, len);
   }
   return 0;
 }

@@ -41,6 +41,21 @@ print("done", flush=True)
 sys.stdin.read()
 """
 
+# Accepts one connection with accept(fd, NULL, NULL) (through libc, so the library's hook
+# sees exactly that) and keeps it open until its stdin closes.
+NULL_ACCEPT_SERVER = """
+import ctypes, socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(1)
+print(s.getsockname()[1], flush=True)
+fd = ctypes.CDLL(None, use_errno=True).accept(s.fileno(), None, None)
+if fd < 0:
+    sys.exit("server: accept failed")
+print("accepted", flush=True)
+sys.stdin.read()
+"""
+
 
 def read_line(proc, timeout=15.0):
     """One line of proc's (unbuffered) stdout, or '' if none arrives within `timeout`."""
@@ -67,9 +82,9 @@ def connections(pid, role):
     return [c for c in j.get("connections", []) if c["role"] == role]
 
 
-def start(*command, stdout=subprocess.PIPE):
+def start(*command, stdout=subprocess.PIPE, options=()):
     # Unbuffered pipes: read_line() selects on the descriptor, so nothing may sit in a buffer.
-    return subprocess.Popen([TOOL, "run", "--", *command], env=clean_env(), bufsize=0,
+    return subprocess.Popen([TOOL, "run", *options, "--", *command], env=clean_env(), bufsize=0,
                             stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.PIPE)
 
 
@@ -165,6 +180,28 @@ try:
     check(p.returncode == 1 and "not running under fastsock" in p.stderr
           and not os.path.exists(PREFIX + str(server.pid)),
           "after the server exits, stat <pid> exits 1 with a clear message", describe(p))
+
+    # Pass-through (only tcp allowed) and an application that accepts without asking for the
+    # peer's address: the library does not ask the kernel for it either (it saves a copy per
+    # connection), and stat finds both unknown addresses in /proc.
+    server = start(sys.executable, "-c", NULL_ACCEPT_SERVER, options=("--transports", "tcp"))
+    procs.append(server)
+    port = int(read_line(server).strip() or 0)
+    client = start(SOCAT, "STDIO", f"TCP:127.0.0.1:{port}", stdout=subprocess.DEVNULL,
+                   options=("--transports", "tcp"))
+    procs.append(client)
+    check(read_line(server).strip() == "accepted", "the NULL-address server accepted")
+    result = poll(lambda: (connections(server.pid, "server") and connections(client.pid, "client")
+                           and (connections(server.pid, "server")[0],
+                                connections(client.pid, "client")[0])))
+    served, mine = result if result else ({}, {})
+    check(served.get("transport") == "tcp" and served.get("peer") not in (None, "-", "")
+          and served.get("peer") == mine.get("local")
+          and mine.get("peer") == f"127.0.0.1:{port}",
+          "stat shows the accepted connection's peer (from /proc) = the client's local address",
+          {"server": stat_json(server.pid), "client": stat_json(client.pid)})
+    client.kill()
+    server.kill()
 
     # --no-stats: the library publishes nothing.
     probe = ("import socket, os; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "

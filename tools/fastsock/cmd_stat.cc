@@ -87,7 +87,7 @@ int stat_one(pid_t pid, bool json) {
   StatsFile f = read_stats_file(pid);
   switch (f.status) {
     case StatsStatus::ok:
-      fill_unknown_local_addresses(f.stats);
+      fill_unknown_addresses(f.stats);
       if (json) print_process_json(f.stats);
       else print_process_text(f.stats);
       return kExitOk;

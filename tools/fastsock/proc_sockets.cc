@@ -41,36 +41,45 @@ std::string_view next_field(std::string_view& line) {
   return field;
 }
 
+// "127.0.0.1:80" or "[::1]:80" from /proc's "0100007F:0050", or "" if malformed.
+std::string parse_address(std::string_view field, bool ipv6) {
+  const size_t colon = field.find(':');
+  if (colon == std::string_view::npos) return {};
+  unsigned char bytes[16];
+  if (!parse_hex_words(field.substr(0, colon), bytes, ipv6 ? 4 : 1)) return {};
+  char* end = nullptr;
+  const std::string port_hex(field.substr(colon + 1));
+  const unsigned long port = std::strtoul(port_hex.c_str(), &end, 16);
+  if (port_hex.empty() || *end != '\0' || port > 65535) return {};
+  char ip[INET6_ADDRSTRLEN];
+  if (!inet_ntop(ipv6 ? AF_INET6 : AF_INET, bytes, ip, sizeof ip)) return {};
+  return ipv6 ? "[" + std::string(ip) + "]:" + std::to_string(port)
+              : std::string(ip) + ":" + std::to_string(port);
+}
+
 }  // namespace
 
-unsigned long parse_proc_net_tcp_line(std::string_view line, bool ipv6, std::string& local) {
+unsigned long parse_proc_net_tcp_line(std::string_view line, bool ipv6, ProcTcpAddresses& out) {
   // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
   std::string_view fields[10];
   for (auto& f : fields) f = next_field(line);
-  const std::string_view addr = fields[1];
-  const size_t colon = addr.find(':');
-  if (colon == std::string_view::npos || fields[9].empty()) return 0;
-  unsigned char bytes[16];
-  if (!parse_hex_words(addr.substr(0, colon), bytes, ipv6 ? 4 : 1)) return 0;
+  if (fields[9].empty()) return 0;
+  std::string local = parse_address(fields[1], ipv6);
+  std::string remote = parse_address(fields[2], ipv6);
+  if (local.empty() || remote.empty()) return 0;
   char* end = nullptr;
-  const std::string port_hex(addr.substr(colon + 1));
-  const unsigned long port = std::strtoul(port_hex.c_str(), &end, 16);
-  if (port_hex.empty() || *end != '\0' || port > 65535) return 0;
   const std::string inode_text(fields[9]);
   const unsigned long inode = std::strtoul(inode_text.c_str(), &end, 10);
   if (*end != '\0') return 0;
-  char ip[INET6_ADDRSTRLEN];
-  if (!inet_ntop(ipv6 ? AF_INET6 : AF_INET, bytes, ip, sizeof ip)) return 0;
-  local = ipv6 ? "[" + std::string(ip) + "]:" + std::to_string(port)
-               : std::string(ip) + ":" + std::to_string(port);
+  out = {std::move(local), std::move(remote)};
   return inode;
 }
 
-void fill_unknown_local_addresses(ProcessStats& stats) {
-  std::map<unsigned long, std::string> by_inode;
+void fill_unknown_addresses(ProcessStats& stats) {
+  std::map<unsigned long, ProcTcpAddresses> by_inode;
   bool loaded = false;
   for (ConnectionStats& c : stats.connections) {
-    if (c.local != "-" || c.fd < 0) continue;
+    if ((c.local != "-" && c.peer != "-") || c.fd < 0) continue;
     char path[64], target[64];
     std::snprintf(path, sizeof path, "/proc/%d/fd/%d", int(stats.pid), int(c.fd));
     ssize_t n = readlink(path, target, sizeof target - 1);
@@ -82,12 +91,18 @@ void fill_unknown_local_addresses(ProcessStats& stats) {
       loaded = true;
       for (bool v6 : {false, true}) {
         std::ifstream in("/proc/" + std::to_string(stats.pid) + (v6 ? "/net/tcp6" : "/net/tcp"));
-        std::string line, local;
+        std::string line;
+        ProcTcpAddresses addresses;
         while (std::getline(in, line))
-          if (unsigned long ino = parse_proc_net_tcp_line(line, v6, local)) by_inode[ino] = local;
+          if (unsigned long ino = parse_proc_net_tcp_line(line, v6, addresses))
+            by_inode[ino] = addresses;
       }
     }
-    if (auto it = by_inode.find(inode); it != by_inode.end()) c.local = it->second;
+    auto it = by_inode.find(inode);
+    if (it == by_inode.end()) continue;
+    if (c.local == "-") c.local = it->second.local;
+    // A listener's "remote" is the wildcard 0.0.0.0:0: it has no peer to show.
+    if (c.peer == "-" && c.role != stats::Role::listener) c.peer = it->second.remote;
   }
 }
 
