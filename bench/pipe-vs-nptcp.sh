@@ -23,7 +23,8 @@ set -euo pipefail
 usage() {
   cat <<'USAGE'
 usage: bench/pipe-vs-nptcp.sh [--quick] [--rounds N] [--upper BYTES] [--perturbation N]
-                              [--placement same|cross|none] [--pipe PATH] [--json FILE]
+                              [--placement same|cross|none] [--buffer BYTES] [--pipe PATH]
+                              [--json FILE]
 
   --quick         -u 8192, 1 round: checks the plumbing, not a measurement
   --rounds N      interleaved rounds (default 3)
@@ -31,6 +32,10 @@ usage: bench/pipe-vs-nptcp.sh [--quick] [--rounds N] [--upper BYTES] [--perturba
   --perturbation  both programs' -p (default 3, NetPIPE's)
   --placement     CPUs of the two ends (default same: both on the last CPU, as
                   bench/real-programs.sh; see bench_placement_cpus in bench_lib.sh)
+  --buffer BYTES  both programs' -b (SO_SNDBUF/SO_RCVBUF at both ends, set before
+                  listen/connect) instead of the kernel's autotuning, whose buffer growth
+                  differs from one connection to the next and makes times above ~192 KiB
+                  bimodal; the kernel caps it at net.core.wmem_max/rmem_max
   --pipe PATH     fastsock-pipe binary (default build/tools/fastsock-pipe/fastsock-pipe)
   --json FILE     also write the per-size results as JSON
 USAGE
@@ -42,7 +47,7 @@ repo_dir=$(dirname "$script_dir")
 # shellcheck source=bench_lib.sh
 source "$script_dir/bench_lib.sh"
 
-quick=0 rounds="" upper="" pert=3 placement=same json=""
+quick=0 rounds="" upper="" pert=3 placement=same json="" buffer=""
 pipe=$repo_dir/build/tools/fastsock-pipe/fastsock-pipe
 while (($#)); do
   case $1 in
@@ -51,6 +56,7 @@ while (($#)); do
     --upper) upper=${2:?--upper needs bytes}; shift ;;
     --perturbation) pert=${2:?--perturbation needs a number}; shift ;;
     --placement) placement=${2:?--placement needs same, cross or none}; shift ;;
+    --buffer) buffer=${2:?--buffer needs bytes}; shift ;;
     --pipe) pipe=${2:?--pipe needs a path}; shift ;;
     --json) json=${2:?--json needs a file}; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -64,6 +70,11 @@ for v in "$rounds" "$upper"; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "pipe-vs-nptcp.sh: bad number '$v'" >&2; exit 2; }
 done
 [[ $pert =~ ^[0-9]+$ ]] || { echo "pipe-vs-nptcp.sh: bad perturbation '$pert'" >&2; exit 2; }
+buffer_opt=()
+if [[ -n $buffer ]]; then
+  [[ $buffer =~ ^[1-9][0-9]*$ ]] || { echo "pipe-vs-nptcp.sh: bad --buffer '$buffer'" >&2; exit 2; }
+  buffer_opt=(-b "$buffer")
+fi
 # A power of two is a base point of NetPIPE's schedule, so NPtcp measures it too (fastsock-pipe
 # always measures -u; NPtcp only when its sequence reaches it).
 ((upper & (upper - 1))) && { echo "pipe-vs-nptcp.sh: --upper must be a power of two" >&2; exit 2; }
@@ -89,11 +100,12 @@ run() {
   port=$(bench_free_port) || fail "no free port"
   local rx tx
   if [[ $tool == nptcp ]]; then
-    rx=(NPtcp -P "$port" -l "$lo" -u "$hi" -p "$pert")
+    rx=(NPtcp -P "$port" -l "$lo" -u "$hi" -p "$pert" "${buffer_opt[@]}")
     tx=("${rx[@]}" -h 127.0.0.1 -o "$tmp/np.out")
   else
-    rx=("$pipe" -P "$port")
-    tx=("$pipe" -h 127.0.0.1 -P "$port" -l "$lo" -u "$hi" -p "$pert" -q -o "$tmp/np.out")
+    rx=("$pipe" -P "$port" "${buffer_opt[@]}")
+    tx=("$pipe" -h 127.0.0.1 -P "$port" -l "$lo" -u "$hi" -p "$pert" "${buffer_opt[@]}" -q
+        -o "$tmp/np.out")
   fi
   rm -f "$tmp/np.out"
   (cd "$tmp" && exec env -u LD_PRELOAD "${server_pin[@]}" "${rx[@]}") >"$tmp/$tool-rx.out" \
@@ -127,9 +139,11 @@ echo "command: $invocation"
 echo "mode: $( ((quick)) && echo quick || echo full ), $rounds interleaved rounds," \
   "placement: $(bench_placement_text "$placement")"
 echo "machine busy before the start (other work sharing the CPUs): ${busy_before}%"
-echo "NPtcp: NPtcp -P PORT -l LO -u HI -p $pert (receiver), same plus -h 127.0.0.1 -o np.out"
-echo "fastsock-pipe: fastsock-pipe -P PORT (receiver);" \
-  "fastsock-pipe -h 127.0.0.1 -P PORT -l LO -u HI -p $pert -q -o np.out"
+echo "NPtcp: NPtcp -P PORT -l LO -u HI -p $pert${buffer:+ -b $buffer} (receiver)," \
+  "same plus -h 127.0.0.1 -o np.out"
+echo "fastsock-pipe: fastsock-pipe -P PORT${buffer:+ -b $buffer} (receiver);" \
+  "fastsock-pipe -h 127.0.0.1 -P PORT -l LO -u HI -p $pert${buffer:+ -b $buffer} -q -o np.out"
+echo "socket buffers: ${buffer:-kernel autotuning} (net.core.wmem_max $(sysctl -n net.core.wmem_max 2>/dev/null || echo '?'), rmem_max $(sysctl -n net.core.rmem_max 2>/dev/null || echo '?'))"
 echo "LO..HI: the octaves 1..1, 2..3, 4..6, 8..12, ... up to $upper, programs alternating"
 : >"$tmp/samples"
 for ((r = 1; r <= rounds; r++)); do

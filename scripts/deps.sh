@@ -9,7 +9,7 @@ FASTSOCK_PACKAGES=(
   # fastsock-pipe: reads saved runs (compare) and writes JSON with nlohmann/json
   nlohmann-json3-dev
   # tests: Catch2 v2, libFuzzer (clang + its runtime), real programs run under the library
-  catch2 clang libclang-rt-14-dev netpipe-tcp iperf3 socat curl python3 procps
+  catch2 clang libclang-rt-14-dev netpipe-tcp iperf3 socat curl python3 procps strace
   sockperf qperf redis-server redis-tools nginx wrk
   # fastsock-pipe --plot (SVG and PNG graphs) and its test
   gnuplot-nox

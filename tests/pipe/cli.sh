@@ -29,6 +29,21 @@ expect_rc 2 --cpus 0,1
 expect_rc 2 --local --cpus 0
 expect_rc 2 -p -1
 expect_rc 2 extra-argument
+expect_rc 2 -b 0
+expect_rc 2 --buffer lots
+# -b: both ends set SO_SNDBUF and SO_RCVBUF before listen/connect (the window scale is
+# negotiated in the handshake), as NPtcp -b does.
+if command -v strace >/dev/null; then
+  timeout -k 5 30 strace -f -o "$WORK/strace" -e trace=setsockopt,listen,connect \
+    "$PIPE" --local -b 65536 -u 8 "${QUICK[@]}" -q >/dev/null 2>&1 || fail "--local -b run failed"
+  awk '/SO_SNDBUF, \[65536\]/ { snd++ } /SO_RCVBUF, \[65536\]/ { rcv++ }
+       / listen\(/ { if (snd != 1 || rcv != 1) bad = "listen" }
+       / connect\(.*AF_INET/ { if (snd != 2 || rcv != 2) bad = "connect" }
+       END { if (bad || snd != 2 || rcv != 2) { print "buffers not set before " (bad ? bad : "the end"); exit 1 } }' \
+    "$WORK/strace" || { cat "$WORK/strace"; fail "-b did not set both ends' buffers first"; }
+else
+  note "strace not installed: -b's socket options not checked"
+fi
 # Nobody listens on this port: a runtime failure.
 port=$(free_port)
 expect_rc 1 -h 127.0.0.1 -P "$port" -u 8

@@ -34,6 +34,7 @@ Address local_address(const Options& opt) {
     a.family = opt.ipv6 ? Family::inet6 : Family::inet;
     a.host = opt.ipv6 ? "::1" : "127.0.0.1";
     a.port = opt.port;
+    a.socket_buffer = opt.socket_buffer;
   }
   return a;
 }

@@ -58,6 +58,7 @@ int run_receiver_role(const Options& opt) {
   a.family = !opt.unix_path.empty() ? Family::unix_stream : opt.ipv6 ? Family::inet6 : Family::inet;
   a.path = opt.unix_path;
   a.port = opt.port;
+  a.socket_buffer = opt.socket_buffer;
   int port = 0;
   int lfd = listen_on(a, &port);
   if (lfd < 0) return kExitFailure;
@@ -82,6 +83,7 @@ int run_transmitter_role(const Options& opt) {
     a.family = opt.ipv6 ? Family::inet6 : Family::inet;
     a.host = opt.host;
     a.port = opt.port;
+    a.socket_buffer = opt.socket_buffer;
   }
   int fd = connect_to(a);
   return fd < 0 ? kExitFailure : transmit_single(fd, opt, a.family);

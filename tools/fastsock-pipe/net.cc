@@ -23,6 +23,19 @@ void set_nodelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+// NPtcp -b: fixed buffers instead of the kernel's autotuning, whose growth differs from run
+// to run and makes large-message times bimodal. Set before listen/connect, so the window
+// scale negotiated in the handshake fits them. The kernel caps them at net.core.*mem_max.
+bool set_socket_buffers(int fd, int bytes) {
+  if (bytes <= 0) return true;
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes) != 0) {
+    std::perror("fastsock-pipe: setsockopt SO_SNDBUF/SO_RCVBUF");
+    return false;
+  }
+  return true;
+}
+
 bool unix_address(const std::string& path, sockaddr_un& sun) {
   sun = {};
   sun.sun_family = AF_UNIX;
@@ -63,6 +76,10 @@ int listen_inet(const Address& a, int* bound_port) {
   }
   int one = 1, zero = 0;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (!set_socket_buffers(fd, a.socket_buffer)) {
+    close(fd);
+    return -1;
+  }
   sockaddr_storage ss{};
   socklen_t len = 0;
   bool parsed = true;
@@ -135,6 +152,11 @@ int connect_inet(const Address& a) {
     if (fd < 0) {
       err = errno;
       continue;
+    }
+    if (!set_socket_buffers(fd, a.socket_buffer)) {
+      close(fd);
+      freeaddrinfo(res);
+      return -1;
     }
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
     err = errno;

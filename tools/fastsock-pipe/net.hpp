@@ -15,6 +15,9 @@ struct Address {
   std::string host;  // inet/inet6: numeric address or name (empty: any address to listen on)
   int port = 0;      // inet/inet6 (0 to listen on a free port)
   std::string path;  // unix_stream: the socket's file name
+  // inet/inet6: SO_SNDBUF and SO_RCVBUF set before listen/connect (NPtcp's -b), 0 to leave
+  // them to the kernel's autotuning. An accepted socket inherits the listener's.
+  int socket_buffer = 0;
   std::string describe() const;  // "127.0.0.1 port 5002", "unix:/tmp/s", ...
 };
 

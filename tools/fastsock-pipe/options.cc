@@ -75,6 +75,9 @@ void print_help() {
       "                       interleaving their trials: tcp, tcp6, unix (no preload),\n"
       "                       fastsock (libfastsock.so preloaded), or a path ending in .so\n"
       "      --cpus A,B       --local: pin the transmitter to CPU A, the receiver to CPU B\n"
+      "  -b, --buffer BYTES   SO_SNDBUF and SO_RCVBUF of this end's TCP socket, set before\n"
+      "                       listen/connect, as NPtcp -b (default: the kernel's autotuning;\n"
+      "                       --local and --compare set both ends)\n"
       "Sizes and repetitions:\n"
       "  -l, --lower N        smallest message size (default 1)\n"
       "  -u, --upper N        largest message size, always measured (default 8388608)\n"
@@ -115,6 +118,7 @@ int parse_options(int argc, char** argv, Options& o) {
       {"lower", required_argument, nullptr, 'l'},
       {"upper", required_argument, nullptr, 'u'},
       {"perturbation", required_argument, nullptr, 'p'},
+      {"buffer", required_argument, nullptr, 'b'},
       {"stream", no_argument, nullptr, 's'},
       {"bidirectional", no_argument, nullptr, '2'},
       {"cache-invalidate", no_argument, nullptr, 'I'},
@@ -149,7 +153,7 @@ int parse_options(int argc, char** argv, Options& o) {
   opterr = 0;
   optind = 1;
   int c;
-  while ((c = getopt_long(argc, argv, ":h:P:l:u:p:s2Iio:q6", longopts, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":h:P:l:u:p:b:s2Iio:q6", longopts, nullptr)) != -1) {
     switch (c) {
       case 'h': o.host = optarg; break;
       case 'P':
@@ -169,6 +173,11 @@ int parse_options(int argc, char** argv, Options& o) {
       case 'p':
         if (!parse_ull(optarg, v) || v > 1000000) return usage_error("bad perturbation '%s'", optarg);
         o.perturbation = static_cast<int>(v);
+        break;
+      case 'b':
+        if (!parse_ull(optarg, v) || v == 0 || v > (1ull << 30))
+          return usage_error("bad socket buffer size '%s' (1..1073741824)", optarg);
+        o.socket_buffer = static_cast<int>(v);
         break;
       case 's': stream = true; break;
       case '2': bidir = true; break;

@@ -24,6 +24,7 @@ struct Options {
   std::size_t lower = 1;         // -l (elements; bytes unless --elements)
   std::size_t upper = 8388608;   // -u: NetPIPE's default upper bound (8 MiB)
   int perturbation = 3;          // -p
+  int socket_buffer = 0;         // -b: SO_SNDBUF/SO_RCVBUF bytes at each end (0: autotuning)
   // NetPIPE 3.7 as Debian builds it (without -DFINAL): TRIALS 3, RUNTM 0.10 s.
   int trials = 3;                // --trials: NetPIPE's TRIALS
   double trial_time = 0.10;      // --trial-time: NetPIPE's RUNTM, target seconds per trial

@@ -87,6 +87,7 @@ std::vector<std::string> worker_args(const std::string& exe, const TransportSpec
   if (opt.mode == Mode::bidirectional) a.push_back("-2");
   if (opt.integrity) a.push_back("-i");
   a.insert(a.end(), {"--elements", element_name(opt.element)});
+  if (opt.socket_buffer > 0) a.insert(a.end(), {"-b", std::to_string(opt.socket_buffer)});
   if (opt.pin)
     a.insert(a.end(), {"--cpus", std::to_string(opt.cpu_tx) + "," + std::to_string(opt.cpu_rx)});
   if (opt.corrupt_at >= 0) a.insert(a.end(), {"--corrupt-at", std::to_string(opt.corrupt_at)});
