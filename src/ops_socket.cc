@@ -169,7 +169,7 @@ long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
   const socklen_t room = peer && peer_len ? *peer_len : 0;
   const int nfd = real().accept4(fd, peer, peer_len, flags);
   if (nfd < 0) return -errno;
-  stats::Endpoint peer_ep;
+  stats::Endpoint peer_ep{};
   if (peer && peer_len && *peer_len <= room) {
     peer_ep = endpoint_from(peer, *peer_len);
   } else if (need_peer) {  // the application's buffer was too small for the whole address
@@ -195,7 +195,7 @@ long connect(int fd, const sockaddr* addr, socklen_t len) {
   // Only a socket's first connect makes a connection (a repeated connect of a non-blocking
   // socket reports the first one's progress).
   const bool first = s && s->slot->role == uint8_t(stats::Role::none) && !inside_library();
-  stats::Endpoint peer;
+  stats::Endpoint peer{};
   if (first) {
     peer = endpoint_from(addr, len);
     if (peer.family != 0) prepare_links(*s, addr, len);
