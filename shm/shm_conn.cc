@@ -26,8 +26,8 @@ namespace fastsock::shm {
 namespace {
 
 constexpr uint64_t kUnknown = UINT64_MAX;  // the peer has not switched yet: all TCP so far
-// How long a blocking send waits for the reader to start on a handoff before it sends the
-// rest through the ring (see send()).
+// How long a blocking send waits for the reader to take bytes of a handoff (to start, or
+// to go on) before it sends the rest through the ring (see send()).
 constexpr int64_t kHandoffPatienceNs = 2'000'000;
 // How long a blocking send waits on a full ring whose reader takes nothing before its
 // direction moves to TCP (see send()).
@@ -533,7 +533,10 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
         // that does not come (it is sending too, or busy) gets the bytes through the ring
         // instead once the patience runs out: two peers that both send large messages
         // before reading must not deadlock on each other.
-        const int64_t patience_end = now_ns() + kHandoffPatienceNs;
+        // The patience restarts whenever the reader takes bytes: a reader copying a large
+        // message a chunk at a time is never cut off, one that stopped is.
+        int64_t patience_end = now_ns() + kHandoffPatienceNs;
+        uint64_t progress_seen = 0;
         while (!handoff_out_.done() && phase_ == Phase::active &&
                tx_control_.state() != DirectionState::downgrade_requested) {
           if (!deadline_known) {
@@ -546,6 +549,11 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
             if (w == -EINTR && interrupted_call_restarts()) continue;
             if (w == -EAGAIN && own_bound) {
               w = 0;
+              if (const uint64_t p = handoff_out_.progress(); p > progress_seen) {
+                progress_seen = p;
+                patience_end = now_ns() + kHandoffPatienceNs;
+                continue;
+              }
               handoff_ok = false;  // patience over: the ring takes the rest of this call
             }
             break;

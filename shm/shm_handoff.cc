@@ -16,6 +16,11 @@ namespace fastsock::shm {
 namespace {
 
 constexpr int kMaxLocalIov = 64;  // pieces of the reader's iovec per process_vm_readv
+// A cross-process copy commits its progress after each chunk of this size: the sender sees
+// the reader working (its patience restarts on progress, shm_conn.cc), and a cancel that
+// races the copy wastes one chunk at most, not a whole multi-megabyte message. Large
+// enough that the per-chunk process_vm_readv and CAS cost nothing measurable.
+constexpr size_t kCopyChunk = size_t{1} << 20;
 
 bool known_state(HandoffState s) { return uint8_t(s) <= uint8_t(HandoffState::busy); }
 
@@ -62,6 +67,12 @@ bool HandoffSender::done() {
   if (!outstanding_ || corrupt_ || !load(ctl)) return true;
   HandoffState s = handoff_state(ctl);
   return s == HandoffState::done || s == HandoffState::refused;
+}
+
+uint64_t HandoffSender::progress() {
+  uint64_t ctl;
+  if (!outstanding_ || corrupt_ || !load(ctl)) return 0;
+  return handoff_progress(ctl);
 }
 
 size_t HandoffSender::finish() {
@@ -186,9 +197,8 @@ size_t HandoffReceiver::copy_from_peer(const Live& live, const iovec* iov, int i
   iovec local[kMaxLocalIov];
   size_t covered = 0;
   const uint64_t want = live.remaining < max ? live.remaining : max;
-  const int count = cursor.slice(size_t(want), local, kMaxLocalIov, &covered);
+  int count = cursor.slice(size_t(want), local, kMaxLocalIov, &covered);
   if (covered == 0) return 0;
-  const uint64_t source = address_ + progress_;
   size_t n = 0;
 
   if (segment_->peer_in_this_process() && pid_ == ::getpid()) {
@@ -198,7 +208,7 @@ size_t HandoffReceiver::copy_from_peer(const Live& live, const iovec* iov, int i
     if (!slot_->ctl.compare_exchange_strong(expected, handoff_ctl(HandoffState::busy, seq_, progress_),
                                             std::memory_order_acq_rel))
       return 0;  // cancelled meanwhile: the next read sees it
-    const auto* from = reinterpret_cast<const unsigned char*>(uintptr_t(source));
+    const auto* from = reinterpret_cast<const unsigned char*>(uintptr_t(address_ + progress_));
     for (int i = 0; i < count; ++i) {
       std::memcpy(local[i].iov_base, from + n, local[i].iov_len);
       n += local[i].iov_len;
@@ -206,36 +216,55 @@ size_t HandoffReceiver::copy_from_peer(const Live& live, const iovec* iov, int i
     const uint64_t next = peek ? progress_ : progress_ + n;
     const HandoffState s = next == length_ ? HandoffState::done : HandoffState::posted;
     slot_->ctl.store(handoff_ctl(s, seq_, next), std::memory_order_release);
-  } else {
-    iovec remote{reinterpret_cast<void*>(uintptr_t(source)), covered};
-    ssize_t r = ::process_vm_readv(pid_, local, static_cast<unsigned long>(count), &remote, 1, 0);
-    if (r <= 0) {
-      // EPERM (ptrace policy), ESRCH, EFAULT...: the producer sends the rest by the ring.
-      last_error_ = r < 0 ? errno : EFAULT;
-      refused_ = true;
-      uint64_t expected = live.ctl;
-      slot_->ctl.compare_exchange_strong(expected, handoff_ctl(HandoffState::refused, seq_, progress_),
-                                         std::memory_order_acq_rel);
-      finished_ = true;  // refused by us or cancelled by the producer: either way, over
-      return 0;
-    }
-    n = size_t(r);
-    if (peek) {
-      // The copy counts only if the post was still live after it (not cancelled and reused).
-      std::atomic_thread_fence(std::memory_order_acquire);
-      return slot_->ctl.load(std::memory_order_relaxed) == live.ctl ? n : 0;
-    }
-    const uint64_t next = progress_ + n;
-    const HandoffState s = next == length_ ? HandoffState::done : HandoffState::posted;
-    uint64_t expected = live.ctl;
-    if (!slot_->ctl.compare_exchange_strong(expected, handoff_ctl(s, seq_, next), std::memory_order_acq_rel))
-      return 0;  // cancelled while we copied: those bytes go by the ring
+    if (peek) return n;
+    progress_ += n;
+    if (progress_ == length_) finished_ = true;
+    ring.add_consumed(n);
+    return n;
   }
-  if (peek) return n;
-  progress_ += n;
-  if (progress_ == length_) finished_ = true;
-  ring.add_consumed(n);
+
+  if (peek) {
+    const ssize_t r = read_peer(local, count, address_ + progress_, covered, live.ctl);
+    if (r <= 0) return 0;
+    // The copy counts only if the post was still live after it (not cancelled and reused).
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return slot_->ctl.load(std::memory_order_relaxed) == live.ctl ? size_t(r) : 0;
+  }
+  uint64_t expected = live.ctl;
+  while (n < covered) {
+    size_t piece = 0;
+    count = cursor.slice(std::min(covered - n, kCopyChunk), local, kMaxLocalIov, &piece);
+    const ssize_t r = read_peer(local, count, address_ + progress_, piece, expected);
+    if (r <= 0) break;  // refused: read_peer recorded it
+    const uint64_t next = progress_ + uint64_t(r);
+    const HandoffState s = next == length_ ? HandoffState::done : HandoffState::posted;
+    const uint64_t committed = handoff_ctl(s, seq_, next);
+    if (!slot_->ctl.compare_exchange_strong(expected, committed, std::memory_order_acq_rel))
+      break;  // cancelled while we copied: those bytes go by the ring
+    expected = committed;
+    progress_ = next;
+    n += size_t(r);
+    cursor.advance(size_t(r));
+    ring.add_consumed(size_t(r));
+    if (progress_ == length_) finished_ = true;
+    if (size_t(r) < piece) break;  // a short read: the rest on the next call
+  }
   return n;
+}
+
+ssize_t HandoffReceiver::read_peer(const iovec* local, int count, uint64_t source, size_t len,
+                                   uint64_t ctl) {
+  iovec remote{reinterpret_cast<void*>(uintptr_t(source)), len};
+  const ssize_t r = ::process_vm_readv(pid_, local, static_cast<unsigned long>(count), &remote, 1, 0);
+  if (r > 0) return r;
+  // EPERM (ptrace policy), ESRCH, EFAULT...: the producer sends the rest by the ring.
+  last_error_ = r < 0 ? errno : EFAULT;
+  refused_ = true;
+  uint64_t expected = ctl;
+  slot_->ctl.compare_exchange_strong(expected, handoff_ctl(HandoffState::refused, seq_, progress_),
+                                     std::memory_order_acq_rel);
+  finished_ = true;  // refused by us or cancelled by the producer: either way, over
+  return r < 0 ? r : -1;
 }
 
 bool HandoffReceiver::posted_hint() const {

@@ -83,6 +83,9 @@ class HandoffSender {
   // True when finish() needs no cancel: the consumer took every byte, or refused, or the
   // slot is corrupt. Also true when nothing is outstanding.
   bool done();
+  // Bytes of the outstanding post the consumer has taken so far (it commits them a chunk
+  // at a time), for a caller that waits only as long as the consumer makes progress.
+  uint64_t progress();
   // Ends the outstanding post and returns how many of its bytes the consumer took. If it
   // was still live it is cancelled first (the consumer takes nothing more once this
   // returns): the caller sends the rest, buf[result, len), through the ring, or returns
@@ -139,6 +142,9 @@ class HandoffReceiver {
   bool load(RingConsumer& ring, Live& live);
   size_t copy_from_peer(const Live& live, const iovec* iov, int iovcnt, size_t skip,
                         size_t max, bool peek, RingConsumer& ring);
+  // One process_vm_readv of `len` bytes at `source` in the producer into `local`. On failure
+  // marks the post (last seen as `ctl`) refused and returns <= 0.
+  ssize_t read_peer(const iovec* local, int count, uint64_t source, size_t len, uint64_t ctl);
 
   const Segment* segment_ = nullptr;
   HandoffSlot* slot_ = nullptr;

@@ -257,6 +257,44 @@ TEST_CASE("across processes: process_vm_readv, and refusal by ptrace policy fall
   }
 }
 
+TEST_CASE("across processes a large copy commits its progress chunk by chunk") {
+  // The sender's patience restarts on progress (shm_conn.cc), so a reader copying a large
+  // message must show progress before it is done: one process_vm_readv of the whole
+  // message showed none, ran past the patience for 8 MiB, and the whole copy was thrown
+  // away when the sender cancelled.
+  constexpr size_t kBig = 64 << 20;
+  Segment seg;
+  REQUIRE(seg.create(Limits{}).ok());
+  auto big = pattern_bytes(0, kBig);
+  RingProducer out(seg, 0);
+  HandoffSender tx(seg, 0);
+  REQUIRE(tx.post(out, big.data(), big.size()));
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    RingConsumer in(seg, 0);
+    HandoffReceiver rx(seg, 0);
+    std::vector<unsigned char> buf(kBig);  // room for all of it in one read call
+    size_t got = 0;
+    while (got < kBig) {
+      iovec io = iov_of(buf.data() + got, kBig - got);
+      const size_t n = rx.read(in, &io, 1, kBig - got, false);
+      if (in.corrupt() || rx.refused()) _exit(3);
+      got += n;
+    }
+    _exit(buf == pattern_bytes(0, kBig) ? 0 : 5);
+  }
+  bool saw_partial = false;
+  while (!tx.done()) {
+    const uint64_t p = tx.progress();
+    if (p > 0 && p < kBig) saw_partial = true;
+  }
+  CHECK(tx.finish() == kBig);
+  CHECK_FALSE(tx.corrupt());
+  CHECK(shm_test::wait_child(pid) == 0);
+  CHECK(saw_partial);
+}
+
 TEST_CASE("inconsistent descriptors make the direction corrupt") {
   Dir0 d(false);
   REQUIRE(d.put(0, 100) == 100);
