@@ -72,7 +72,7 @@ bench_workdir typed
 variants=("shm typed" "shm plain" "shm portable" "tcp typed" "tcp plain" "tcp portable")
 
 run() {  # run TRANSPORT API ROUND: one fastsock-pipe run, its JSON checked and kept
-  local transport=$1 api=$2 round=$3 json="$tmp/$1-$2-$3.json" chain=()
+  local transport=$1 api=$2 json="$tmp/$1-$2-$3.json" chain=()
   [[ $transport == tcp ]] && chain=(FASTSOCK_TRANSPORTS=tcp)
   env LD_PRELOAD="$lib" "${chain[@]}" "$pipe" --local -q --elements double --api "$api" \
     -l "$lower" -u "$upper" -p 0 "${mode[@]}" "${timing[@]}" "${cpus[@]}" \
