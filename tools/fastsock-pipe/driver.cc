@@ -116,6 +116,10 @@ bool run_lanes(std::vector<Lane>& lanes, const Options& opt, const RowCallback& 
       st[k].tlast = std::max(s.t_best_trial, 1e-9);
       st[k].prev_bytes = bytes;
       const SizeOutcome& o = outcome[k];
+      lane.tx_path = array_path_name(o.tx_path);
+      lane.rx_path = array_path_name(o.rx_path);
+      lane.tx_transport = o.tx_transport;
+      lane.rx_transport = o.rx_transport;
       lane.result.sizes.back().corrupted = o.rx_errors + o.tx_errors;
       if (o.rx_errors != 0 || o.tx_errors != 0) {
         char msg[256];

@@ -30,6 +30,9 @@ struct Lane {
   std::string reason;       // why skipped or failed
   Session* session = nullptr;  // null once skipped or failed
   RunResult result;
+  // How each end moved its messages at the last measured size, and the fastsock transport
+  // it saw under the connection ("": none); empty paths until a size completed.
+  std::string tx_path, rx_path, tx_transport, rx_transport;
 };
 
 struct RunInfo {

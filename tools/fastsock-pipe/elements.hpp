@@ -1,6 +1,7 @@
 // Element-type modes (the JFS thesis' B], I], D]): messages are arrays of bytes, int32 or
 // doubles; sizes on the command line count elements, and a message of n elements is
-// n * element_size bytes sent and received as one array with plain send/recv.
+// n * element_size bytes sent and received as one array, by the API --api selects
+// (array_io.hpp).
 #pragma once
 
 #include <cstddef>

@@ -7,7 +7,6 @@
 #include <new>
 
 #include "integrity.hpp"
-#include "net.hpp"
 
 namespace fastsock_pipe {
 
@@ -48,6 +47,18 @@ void Endpoint::prepare(std::size_t bytes, std::size_t pool_bytes) {
     fill_elements(spool_.get(), bytes, element);
     std::memset(rpool_.get(), 0, bytes);
   }
+  if (path == ArrayPath::portable && bytes > stage_capacity_) {
+    auto* s = static_cast<uint8_t*>(std::aligned_alloc(64, stride_));
+    auto* r = static_cast<uint8_t*>(std::aligned_alloc(64, stride_));
+    if (!s || !r) {
+      std::free(s);
+      std::free(r);
+      throw std::bad_alloc();
+    }
+    sstage_.reset(s);
+    rstage_.reset(r);
+    stage_capacity_ = stride_;
+  }
 }
 
 bool Endpoint::send_message(std::size_t slot, std::size_t bytes, uint64_t off) {
@@ -60,14 +71,18 @@ bool Endpoint::send_message(std::size_t slot, std::size_t bytes, uint64_t off) {
     buf[flip] ^= 0xff;
     corrupt_at = -1;  // once per run
   }
-  bool ok = send_all(fd, buf, bytes);
+  bool ok = send_array_message(fd, path, element, buf, bytes, sstage_.get());
   if (flip >= 0) buf[flip] ^= 0xff;
   return ok;
 }
 
+bool Endpoint::echo_message(std::size_t slot, std::size_t bytes) {
+  return send_array_message(fd, path, element, recv_slot(slot), bytes, sstage_.get());
+}
+
 bool Endpoint::recv_message(std::size_t slot, std::size_t bytes, uint64_t off) {
   uint8_t* buf = recv_slot(slot);
-  if (!recv_all(fd, buf, bytes)) return false;
+  if (!recv_array_message(fd, path, element, buf, bytes, rstage_.get())) return false;
   if (integrity) {
     uint64_t first = 0;
     uint64_t bad = check_pattern(buf, bytes, off, &first);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "array_io.hpp"
 #include "elements.hpp"
 
 namespace fastsock_pipe {
@@ -14,6 +15,7 @@ struct Endpoint {
   int fd = -1;
   bool integrity = false;
   ElementType element = ElementType::byte;  // how buffers are filled outside integrity mode
+  ArrayPath path = ArrayPath::plain;         // how messages move (array_io.hpp)
   long long corrupt_at = -1;       // test only: the transmitter flips this payload byte once
   uint64_t offset = 0;             // payload bytes sent in this run (one direction)
   uint64_t errors = 0;             // corrupted bytes found (cumulative)
@@ -34,6 +36,8 @@ struct Endpoint {
   bool send_message(std::size_t slot, std::size_t bytes, uint64_t off);
   // Receives into slot `slot`; in integrity mode checks the bytes against the pattern at `off`.
   bool recv_message(std::size_t slot, std::size_t bytes, uint64_t off);
+  // Sends receive slot `slot` back as it arrived (ping-pong's echo), by the same path.
+  bool echo_message(std::size_t slot, std::size_t bytes);
 
  private:
   struct FreeAligned {
@@ -41,6 +45,10 @@ struct Endpoint {
   };
   std::unique_ptr<uint8_t[], FreeAligned> spool_, rpool_;
   std::size_t capacity_ = 0;  // bytes allocated per pool
+  // The portable path's staging buffers, one per direction (bidirectional mode sends and
+  // receives at once), each one message long.
+  std::unique_ptr<uint8_t[], FreeAligned> sstage_, rstage_;
+  std::size_t stage_capacity_ = 0;
   std::size_t stride_ = 0, slot_count_ = 1;
 };
 

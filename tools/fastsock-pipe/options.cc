@@ -14,7 +14,7 @@ namespace {
 enum LongOnly {
   kCsv = 1000, kJson, kLocal, kCpus, kTrials, kTrialTime, kMaxTime, kCorruptAt, kPrintSchedule,
   kVersionOpt, kHelp, kUnix, kCompare, kElements, kCacheBytes, kNpoutFormat, kPlot, kProgress,
-  kWorker, kExpectPreload
+  kWorker, kExpectPreload, kApi
 };
 
 bool parse_ull(const char* s, unsigned long long& v) {
@@ -92,7 +92,16 @@ void print_help() {
       "                       larger than the last-level cache (NetPIPE's -I)\n"
       "      --cache-bytes N  the cache size -I must exceed (default: detected)\n"
       "      --elements T     byte, int32 or double (the thesis' B], I], D]): sizes count\n"
-      "                       elements of that type, sent as arrays with send/recv\n"
+      "                       elements of that type, each message one array\n"
+      "      --api A          how int32/double arrays move (bytes always use send/recv):\n"
+      "                       typed (default): fastsock_send_array/fastsock_recv_array,\n"
+      "                         the library's entry points when it is preloaded, else\n"
+      "                         the FASTSOCK_DYNAMIC shim's plain sendmsg/recvmsg loops;\n"
+      "                       plain: send/recv of the array's bytes;\n"
+      "                       portable: converted to big-endian in a staging buffer and\n"
+      "                         sent with send/recv (the byte-stream way, like XDR)\n"
+      "                       Results record what each end used: library, shim, plain\n"
+      "                       or portable (JSON transports[].arrays, summary line)\n"
       "  -i, --integrity      verify every byte received; a mismatch fails the run\n"
       "Output:\n"
       "      --csv FILE       per-size results as CSV\n"
@@ -135,6 +144,7 @@ int parse_options(int argc, char** argv, Options& o) {
       {"trial-time", required_argument, nullptr, kTrialTime},
       {"max-time", required_argument, nullptr, kMaxTime},
       {"elements", required_argument, nullptr, kElements},
+      {"api", required_argument, nullptr, kApi},
       {"cache-bytes", required_argument, nullptr, kCacheBytes},
       {"npout-format", required_argument, nullptr, kNpoutFormat},
       {"plot", required_argument, nullptr, kPlot},
@@ -223,6 +233,10 @@ int parse_options(int argc, char** argv, Options& o) {
       case kElements:
         if (!parse_element_type(optarg, o.element))
           return usage_error("bad --elements '%s' (byte, int32, double or B], I], D])", optarg);
+        break;
+      case kApi:
+        if (!parse_array_api(optarg, o.api))
+          return usage_error("bad --api '%s' (typed, plain or portable)", optarg);
         break;
       case kCacheBytes:
         if (!parse_ull(optarg, v) || v == 0 || v > (1ull << 32))

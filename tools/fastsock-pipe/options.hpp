@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "array_io.hpp"
 #include "elements.hpp"
 #include "modes.hpp"
 
@@ -34,6 +35,7 @@ struct Options {
   bool cache_invalidate = false; // -I: walk through buffers larger than the last-level cache
   std::size_t cache_bytes = 0;   // --cache-bytes: the cache size -I must exceed (0: detect)
   ElementType element = ElementType::byte;  // --elements
+  ArrayApi api = ArrayApi::typed;  // --api: how int32/double arrays move (bytes: always plain)
   std::string csv_path, json_path, npout_path, plot_prefix;
   int npout_format = 3;          // --npout-format 3|5: NetPIPE 3.7's or 5.x's columns
   bool pin = false;              // --cpus A,B

@@ -21,6 +21,9 @@ struct Metadata {
 };
 Metadata collect_metadata(const Options& opt);
 
+// "arrays: transmitter library on shm, receiver library on shm": what each end used.
+std::string arrays_line(const Lane& lane);
+
 // Single transport: one row per size.
 void table_header(std::FILE* out, const Options& opt);
 void table_row(std::FILE* out, const SizeStats& s, std::size_t index);

@@ -12,11 +12,11 @@ const SizeStats* row_of(const Lane& lane, std::size_t row) {
 }  // namespace
 
 void compare_header(std::FILE* out, const Options& opt, const std::vector<Lane>& lanes) {
-  std::fprintf(out, "# fastsock-pipe %s, %s%s%s, %s elements; sizes %zu..%zu, perturbation %d, "
-               "%d trials per transport, interleaved\n",
+  std::fprintf(out, "# fastsock-pipe %s, %s%s%s, %s elements (--api %s); sizes %zu..%zu, "
+               "perturbation %d, %d trials per transport, interleaved\n",
                kVersion, mode_name(opt.mode), opt.integrity ? ", integrity check" : "",
                opt.cache_invalidate ? ", cache invalidated" : "", element_name(opt.element),
-               opt.lower, opt.upper, opt.perturbation, opt.trials);
+               opt.element == ElementType::byte ? "plain" : array_api_name(opt.api), opt.lower, opt.upper, opt.perturbation, opt.trials);
   for (const Lane& l : lanes)
     std::fprintf(out, "# %-10s %s%s\n", l.name.c_str(), l.status == "ok" ? "" : "SKIPPED: ",
                  l.status == "ok" ? l.description.c_str() : l.reason.c_str());
@@ -71,6 +71,7 @@ void compare_summary(std::FILE* out, const std::vector<Lane>& lanes, const RunIn
       std::fprintf(out, "; Hockney t0 %.2f us, r_inf %.1f Mbit/s, n_half %.0f B", s.fit.t0 * 1e6,
                    s.fit.r_inf_mbps(), s.fit.n_half);
     std::fprintf(out, "\n");
+    if (!l.tx_path.empty()) std::fprintf(out, "# %-10s %s\n", l.name.c_str(), arrays_line(l).c_str());
   }
   std::fflush(out);
 }

@@ -39,6 +39,17 @@ json summary_json(const RunSummary& s) {
   return j;
 }
 
+// How each end moved its messages (plain, library, shim, portable) and the fastsock
+// transport it saw (null: none); null before the first size completed.
+json arrays_json(const Lane& l) {
+  if (l.tx_path.empty()) return nullptr;
+  auto end = [](const std::string& path, const std::string& transport) {
+    return json{{"path", path}, {"transport", transport.empty() ? json(nullptr) : json(transport)}};
+  };
+  return {{"transmitter", end(l.tx_path, l.tx_transport)},
+          {"receiver", end(l.rx_path, l.rx_transport)}};
+}
+
 json lane_json(const Lane& l, std::size_t esize) {
   json sizes = json::array();
   for (const SizeStats& s : l.result.sizes) sizes.push_back(size_json(s, esize));
@@ -50,7 +61,8 @@ json lane_json(const Lane& l, std::size_t esize) {
           {"sizes", sizes},
           {"summary", summary_json(l.result.summary)},
           {"integrity_failed", l.result.integrity_failed},
-          {"integrity_message", l.result.integrity_message}};
+          {"integrity_message", l.result.integrity_message},
+          {"arrays", arrays_json(l)}};
 }
 
 double ratio(double a, double b) { return b > 0 ? a / b : NAN; }
@@ -121,6 +133,7 @@ bool write_json(const std::string& path, const Metadata& m, const Options& o,
                   {"cache_invalidate", o.cache_invalidate},
                   {"element_type", element_name(o.element)},
                   {"element_size", esize},
+                  {"api", o.element == ElementType::byte ? "plain" : array_api_name(o.api)},
                   {"compare", o.compare}};
   j["units"] = {{"time", "s"}, {"bandwidth", "Mbit/s (10^6 bit/s)"}, {"r_inf", "Mbit/s"},
                 {"n_half", "bytes"}};

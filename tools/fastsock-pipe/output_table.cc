@@ -2,12 +2,22 @@
 
 namespace fastsock_pipe {
 
+std::string arrays_line(const Lane& lane) {
+  auto end = [](const std::string& path, const std::string& transport) {
+    return path + (transport.empty() ? " (no fastsock transport)" : " over fastsock " + transport);
+  };
+  return "arrays: transmitter " + end(lane.tx_path, lane.tx_transport) + ", receiver " +
+         end(lane.rx_path, lane.rx_transport);
+}
+
 void table_header(std::FILE* out, const Options& opt) {
-  std::fprintf(out, "# fastsock-pipe %s, %s%s%s, %s elements; sizes %zu..%zu, perturbation %d, "
-               "%d trials\n",
+  // The transmitter is this process: its own lookup says which path its arrays take (the
+  // receiver's is in the summary and the JSON).
+  std::fprintf(out, "# fastsock-pipe %s, %s%s%s, %s elements (%s); sizes %zu..%zu, "
+               "perturbation %d, %d trials\n",
                kVersion, mode_name(opt.mode), opt.integrity ? ", integrity check" : "",
                opt.cache_invalidate ? ", cache invalidated" : "", element_name(opt.element),
-               opt.lower, opt.upper, opt.perturbation, opt.trials);
+               array_path_description(array_path(opt.element, opt.api)), opt.lower, opt.upper, opt.perturbation, opt.trials);
   std::fprintf(out, "# time: %s, microseconds; bandwidth: per trial, Mbit/s (10^6 bit/s)%s\n",
                opt.mode == Mode::pingpong ? "half round trip"
                : opt.mode == Mode::stream ? "per message"
@@ -32,6 +42,7 @@ void table_summary(std::FILE* out, const Lane& lane, const RunInfo& info) {
                info.stopped_early ? "; stopped early: " : "",
                info.stopped_early ? info.stop_reason.c_str() : "");
   if (r.sizes.empty()) return;
+  std::fprintf(out, "# %s\n", arrays_line(lane).c_str());
   std::fprintf(out, "# minimum latency: %.2f us (median at %zu bytes)\n", s.min_latency * 1e6,
                s.min_latency_bytes);
   std::fprintf(out, "# peak bandwidth: %.2f Mbit/s (at %zu bytes)\n", s.peak_mbps, s.peak_bytes);

@@ -1,5 +1,4 @@
 #include "modes.hpp"
-#include "net.hpp"
 
 namespace fastsock_pipe {
 
@@ -29,7 +28,7 @@ bool pingpong_rx_phase(Endpoint& ep, std::size_t bytes, long reps) {
     const std::size_t slot = ep.messages++;
     if (!ep.recv_message(slot, bytes, ep.offset)) return false;
     // Echo exactly what arrived (not a fresh pattern), so the transmitter checks the whole path.
-    if (!send_all(ep.fd, ep.recv_slot(slot), bytes)) return false;
+    if (!ep.echo_message(slot, bytes)) return false;
     ep.offset += bytes;
   }
   return true;

@@ -35,11 +35,13 @@ void from_wire(SizeRequest& r) {
 void to_wire(SizeReply& r) {
   r.errors = htobe64(r.errors);
   r.first_bad_offset = htobe64(r.first_bad_offset);
+  r.array_path = htobe32(r.array_path);
 }
 
 void from_wire(SizeReply& r) {
   r.errors = be64toh(r.errors);
   r.first_bad_offset = be64toh(r.first_bad_offset);
+  r.array_path = be32toh(r.array_path);
 }
 
 }  // namespace fastsock_pipe

@@ -7,9 +7,15 @@
 namespace fastsock_pipe {
 
 inline constexpr uint32_t kMagic = 0x46535050;   // "FSPP"
-inline constexpr uint32_t kProtocolVersion = 2;  // 2: modes, element type, cache pool
-// SizeRequest.flags
+// 2: modes, element type, cache pool. 3: array API flags; the reply says how the receiver
+// moved the arrays and on which fastsock transport.
+inline constexpr uint32_t kProtocolVersion = 3;
+// SizeRequest.flags. Element arrays (not bytes) move with the typed API, or the portable
+// big-endian staging (array_io.hpp); neither flag: plain send/recv.
 inline constexpr uint32_t kFlagIntegrity = 1u << 0;
+inline constexpr uint32_t kFlagTypedApi = 1u << 1;
+inline constexpr uint32_t kFlagPortableApi = 1u << 2;
+inline constexpr uint32_t kKnownFlags = kFlagIntegrity | kFlagTypedApi | kFlagPortableApi;
 // SizeRequest.mode: the Mode enumerator's value (modes.hpp).
 
 enum class Command : uint32_t { size = 1, end = 2 };
@@ -36,8 +42,11 @@ static_assert(sizeof(SizeRequest) == 56);
 struct SizeReply {
   uint64_t errors;            // corrupted bytes seen by the receiver at this size
   uint64_t first_bad_offset;  // payload offset (whole run) of the first one, if any
+  uint32_t array_path;        // ArrayPath the receiver moved the messages with
+  uint32_t reserved;
+  char transport[16];         // fastsock_transport() of its end, NUL-padded ("": none)
 };
-static_assert(sizeof(SizeReply) == 16);
+static_assert(sizeof(SizeReply) == 40);
 
 void to_wire(SizeRequest& r);    // host -> big-endian, in place
 void from_wire(SizeRequest& r);  // big-endian -> host, in place

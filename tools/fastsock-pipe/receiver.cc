@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "endpoint.hpp"
 #include "modes.hpp"
@@ -18,7 +21,14 @@ bool valid(const SizeRequest& r) {
          r.bytes > 0 && r.bytes <= kMaxBytes && r.pool_bytes <= kMaxPool &&
          r.mode <= static_cast<uint32_t>(Mode::bidirectional) &&
          r.element <= static_cast<uint32_t>(ElementType::float64) &&
-         r.repeats <= (1ull << 31) && (r.flags & ~kFlagIntegrity) == 0;
+         r.repeats <= (1ull << 31) && (r.flags & ~kKnownFlags) == 0 &&
+         (r.flags & (kFlagTypedApi | kFlagPortableApi)) != (kFlagTypedApi | kFlagPortableApi);
+}
+
+ArrayApi requested_api(uint32_t flags) {
+  return (flags & kFlagTypedApi)      ? ArrayApi::typed
+         : (flags & kFlagPortableApi) ? ArrayApi::portable
+                                      : ArrayApi::plain;
 }
 
 }  // namespace
@@ -42,6 +52,7 @@ int run_receiver(int fd) {
     }
     ep.integrity = (req.flags & kFlagIntegrity) != 0;
     ep.element = static_cast<ElementType>(req.element);
+    ep.path = array_path(ep.element, requested_api(req.flags));
     const Mode mode = static_cast<Mode>(req.mode);
     const std::size_t bytes = req.bytes;
     ep.prepare(bytes, req.pool_bytes);
@@ -53,7 +64,10 @@ int run_receiver(int fd) {
     }
     // first_bad is the run's first corrupted byte; the transmitter stops at the first size
     // that reports any, so it is also this size's first.
-    SizeReply reply{ep.errors - errors_before, ep.first_bad};
+    SizeReply reply{ep.errors - errors_before, ep.first_bad, static_cast<uint32_t>(ep.path), 0, {}};
+    const std::string transport = fd_transport(fd);
+    std::memcpy(reply.transport, transport.data(),
+                std::min(transport.size(), sizeof reply.transport - 1));
     if (reply.errors != 0)
       std::fprintf(stderr,
                    "fastsock-pipe: receiver: integrity check failed at %zu bytes: %llu corrupted "

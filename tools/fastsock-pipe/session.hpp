@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "array_io.hpp"
 #include "options.hpp"
 
 namespace fastsock_pipe {
@@ -26,6 +27,9 @@ struct SizeOutcome {
   uint64_t rx_errors = 0;     // corrupted bytes the receiver found
   uint64_t rx_first_bad = 0;  // run offset of its first one
   uint64_t tx_errors = 0;     // corrupted bytes the transmitter found in echoes / the peer's stream
+  // How each end moved its messages, and the fastsock transport under it ("": none).
+  ArrayPath tx_path = ArrayPath::plain, rx_path = ArrayPath::plain;
+  std::string tx_transport, rx_transport;
 };
 
 class Session {

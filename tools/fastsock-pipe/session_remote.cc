@@ -51,8 +51,14 @@ class RemoteSession final : public Session {
   bool end_size(SizeOutcome& out) override {
     WorkerCommand c{static_cast<uint32_t>(WorkerOp::end_size), 0, 0, 0, 0, 0, 0};
     WorkerReply r{};
-    if (!call(c, r)) return false;
-    out = {r.rx_errors, r.rx_first_bad, r.tx_errors};
+    if (!call(c, r) || !valid_array_path(r.tx_path) || !valid_array_path(r.rx_path)) return false;
+    out.rx_errors = r.rx_errors;
+    out.rx_first_bad = r.rx_first_bad;
+    out.tx_errors = r.tx_errors;
+    out.tx_path = static_cast<ArrayPath>(r.tx_path);
+    out.rx_path = static_cast<ArrayPath>(r.rx_path);
+    out.tx_transport.assign(r.tx_transport, strnlen(r.tx_transport, sizeof r.tx_transport));
+    out.rx_transport.assign(r.rx_transport, strnlen(r.rx_transport, sizeof r.rx_transport));
     return true;
   }
 
@@ -86,7 +92,7 @@ std::vector<std::string> worker_args(const std::string& exe, const TransportSpec
   if (opt.mode == Mode::stream) a.push_back("-s");
   if (opt.mode == Mode::bidirectional) a.push_back("-2");
   if (opt.integrity) a.push_back("-i");
-  a.insert(a.end(), {"--elements", element_name(opt.element)});
+  a.insert(a.end(), {"--elements", element_name(opt.element), "--api", array_api_name(opt.api)});
   if (opt.socket_buffer > 0) a.insert(a.end(), {"-b", std::to_string(opt.socket_buffer)});
   if (opt.pin)
     a.insert(a.end(), {"--cpus", std::to_string(opt.cpu_tx) + "," + std::to_string(opt.cpu_rx)});

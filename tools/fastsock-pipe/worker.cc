@@ -63,6 +63,10 @@ bool serve(Session& session, int in, int out) {
         r.rx_errors = o.rx_errors;
         r.rx_first_bad = o.rx_first_bad;
         r.tx_errors = o.tx_errors;
+        r.tx_path = static_cast<uint32_t>(o.tx_path);
+        r.rx_path = static_cast<uint32_t>(o.rx_path);
+        std::snprintf(r.tx_transport, sizeof r.tx_transport, "%s", o.tx_transport.c_str());
+        std::snprintf(r.rx_transport, sizeof r.rx_transport, "%s", o.rx_transport.c_str());
         break;
       }
       case WorkerOp::finish:

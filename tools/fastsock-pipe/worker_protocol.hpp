@@ -31,6 +31,8 @@ struct WorkerReply {  // worker -> coordinator, one per command except finish
   double per_message;    // trial: average one-way time
   uint64_t samples;      // trial: this many doubles follow
   uint64_t rx_errors, rx_first_bad, tx_errors;  // end_size
+  uint32_t tx_path, rx_path;                     // end_size: ArrayPath of each end
+  char tx_transport[16], rx_transport[16];       // end_size: NUL-terminated
 };
 
 // Whole-buffer pipe I/O, retrying on EINTR; false on error or end of file.
