@@ -61,8 +61,7 @@ int send_array_nb(int fd, const void* base, int type, size_t offset, size_t coun
                   size_t* done) {
   return fastsock_portable_send_array_nb(fd, base, type, offset, count, done);
 }
-int recv_array_nb(int fd, void* base, int type, size_t offset, size_t count,
-                  size_t* done) {
+int recv_array_nb(int fd, void* base, int type, size_t offset, size_t count, size_t* done) {
   return fastsock_portable_recv_array_nb(fd, base, type, offset, count, done);
 }
 int send_strided(int fd, const void* base, int type, size_t offset, size_t blocks,
@@ -79,6 +78,45 @@ int send_indexed(int fd, const void* base, int type, const size_t* indices,
 }
 int recv_indexed(int fd, void* base, int type, const size_t* indices, size_t count) {
   return fastsock_portable_recv_indexed(fd, base, type, indices, count);
+}
+
+int send_strided_nb(int fd, const void* base, int type, size_t offset, size_t blocks,
+                    size_t stride, size_t blocklen, size_t* done) {
+  return fastsock_portable_send_strided_nb(fd, base, type, offset, blocks, stride, blocklen,
+                                           done);
+}
+int recv_strided_nb(int fd, void* base, int type, size_t offset, size_t blocks, size_t stride,
+                    size_t blocklen, size_t* done) {
+  return fastsock_portable_recv_strided_nb(fd, base, type, offset, blocks, stride, blocklen,
+                                           done);
+}
+int send_indexed_nb(int fd, const void* base, int type, const size_t* indices, size_t count,
+                    size_t* done) {
+  return fastsock_portable_send_indexed_nb(fd, base, type, indices, count, done);
+}
+int recv_indexed_nb(int fd, void* base, int type, const size_t* indices, size_t count,
+                    size_t* done) {
+  return fastsock_portable_recv_indexed_nb(fd, base, type, indices, count, done);
+}
+int send_multistrided(int fd, const void* base, int type, size_t offset,
+                      const fastsock_level* levels, size_t nlevels, size_t blocklen) {
+  return fastsock_portable_send_multistrided(fd, base, type, offset, levels, nlevels, blocklen);
+}
+int recv_multistrided(int fd, void* base, int type, size_t offset, const fastsock_level* levels,
+                      size_t nlevels, size_t blocklen) {
+  return fastsock_portable_recv_multistrided(fd, base, type, offset, levels, nlevels, blocklen);
+}
+int send_multistrided_nb(int fd, const void* base, int type, size_t offset,
+                         const fastsock_level* levels, size_t nlevels, size_t blocklen,
+                         size_t* done) {
+  return fastsock_portable_send_multistrided_nb(fd, base, type, offset, levels, nlevels,
+                                                blocklen, done);
+}
+int recv_multistrided_nb(int fd, void* base, int type, size_t offset,
+                         const fastsock_level* levels, size_t nlevels, size_t blocklen,
+                         size_t* done) {
+  return fastsock_portable_recv_multistrided_nb(fd, base, type, offset, levels, nlevels,
+                                                blocklen, done);
 }
 
 int set_peer_byte_order(int fd, int order) noexcept {
