@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "fastsock/fastsock.h"
+#include "api_zerocopy.hpp"
 #include "fd_table.hpp"
 #include "ops.hpp"
 
@@ -30,8 +31,12 @@ ssize_t libc_style(long rc) noexcept {
 
 // The ops are not noexcept only so that a thread cancellation can unwind through them
 // (ops.hpp); these wrappers must let that unwind pass too.
+// A blocking send may go zerocopy on TCP (it waits for the kernel's completion, which
+// keeps the calls' contract: the array is free when they return); a non-blocking step
+// returns before any completion could be awaited, so it always copies.
 ssize_t lib_sendmsg(int fd, const msghdr* msg, int flags) {
-  return libc_style(ops::sendmsg(fd, msg, flags));
+  return libc_style(flags & MSG_DONTWAIT ? ops::sendmsg(fd, msg, flags)
+                                         : zerocopy::sendmsg(fd, msg, flags));
 }
 ssize_t lib_recvmsg(int fd, msghdr* msg, int flags) {
   return libc_style(ops::recvmsg(fd, msg, flags));
