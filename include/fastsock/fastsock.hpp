@@ -55,13 +55,13 @@ constexpr bool strided_fits(std::size_t size, std::size_t offset, std::size_t bl
 inline bool multistrided_fits(std::size_t size, std::size_t offset,
                               std::span<const fastsock_level> levels,
                               std::size_t blocklen) noexcept {
-  std::size_t end = 0, span = 0;
+  std::size_t end = 0, reach = 0;
   if (blocklen == 0) return true;
   for (const fastsock_level& l : levels)
     if (l.count == 0) return true;
   for (const fastsock_level& l : levels)
-    if (__builtin_mul_overflow(l.count - 1, l.stride, &span) ||
-        __builtin_add_overflow(end, span, &end))
+    if (__builtin_mul_overflow(l.count - 1, l.stride, &reach) ||
+        __builtin_add_overflow(end, reach, &end))
       return false;
   return !__builtin_add_overflow(end, blocklen, &end) &&
          !__builtin_add_overflow(end, offset, &end) && end <= size;
