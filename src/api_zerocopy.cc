@@ -108,9 +108,16 @@ long sendmsg(int fd, const msghdr* msg, int flags) {
   Claim claim(*s);
   if (!claim.held || app_uses_error_queue(fd, s->domain)) return ops::sendmsg(fd, msg, flags);
   if (s->zerocopy_state.load(std::memory_order_relaxed) == untried) {
+    // SO_ZEROCOPY already on means the application sends with MSG_ZEROCOPY itself: its
+    // notifications would share the queue and the id counter with ours.
+    int v = 0;
+    socklen_t len = sizeof v;
+    const bool app_owns = real().getsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &v, &len) == 0 && v;
     const int one = 1;
-    const bool ok = real().setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) == 0;
-    LOG_DEBUG("fd %d: zerocopy: SO_ZEROCOPY %s", fd, ok ? "on" : strerror(errno));
+    const bool ok =
+        !app_owns && real().setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) == 0;
+    LOG_DEBUG("fd %d: zerocopy: SO_ZEROCOPY %s", fd,
+              ok ? "on" : app_owns ? "already set by the application" : strerror(errno));
     s->zerocopy_state.store(ok ? on : off, std::memory_order_relaxed);
     if (!ok) return ops::sendmsg(fd, msg, flags);
   }

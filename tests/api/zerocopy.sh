@@ -5,7 +5,8 @@
 #     makes the kernel copy (SO_EE_CODE_ZEROCOPY_COPIED) so zerocopy is turned off for it;
 #     the bytes arrive exact although each array is overwritten right after its call; a
 #     connection whose application uses the error queue (SO_TIMESTAMPING) is never made
-#     zerocopy and keeps its timestamps readable;
+#     zerocopy and keeps its timestamps readable; nor is one whose application set
+#     SO_ZEROCOPY itself;
 #   unset (the default) on TCP, and FASTSOCK_ZEROCOPY=1 on shm: no zerocopy at all.
 # (On loopback the kernel always copies, so the data check cannot catch a call returning
 # before its completion; the log shows that the completion was awaited and read.)
@@ -24,9 +25,11 @@ if grep -q 'zerocopy: SO_ZEROCOPY ' "$LOG" && ! grep -q 'zerocopy: SO_ZEROCOPY o
 fi
 [[ $(grep -c 'zerocopy: SO_ZEROCOPY on' "$LOG") == 1 ]] ||
   fail "want SO_ZEROCOPY on for exactly one connection (not the one using the error queue): $(grep zerocopy "$LOG")"
+grep -q 'zerocopy: SO_ZEROCOPY already set by the application' "$LOG" ||
+  fail "the application's own SO_ZEROCOPY was not left alone: $(grep zerocopy "$LOG")"
 grep -q 'zerocopy: the kernel copied (SO_EE_CODE_ZEROCOPY_COPIED), off' "$LOG" ||
   fail "no copied-so-off line (loopback always copies): $(grep zerocopy "$LOG")"
-note "tcp: $(grep -c zerocopy "$LOG") zerocopy log lines: SO_ZEROCOPY on, completion read, copied -> off"
+note "tcp: $(grep -c zerocopy "$LOG") zerocopy log lines: SO_ZEROCOPY on, completion read, copied -> off; the application's own SO_ZEROCOPY left alone"
 
 : >"$LOG"
 run_fg plain-tcp 60 $linked FASTSOCK_TRANSPORTS=tcp "$bin" check
