@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "fastsock/fastsock.h"
+#include "api_zerocopy.hpp"
 #include "fd_table.hpp"
 #include "ops.hpp"
 
@@ -30,8 +31,12 @@ ssize_t libc_style(long rc) noexcept {
 
 // The ops are not noexcept only so that a thread cancellation can unwind through them
 // (ops.hpp); these wrappers must let that unwind pass too.
+// A blocking send may go zerocopy on TCP (it waits for the kernel's completion, which
+// keeps the calls' contract: the array is free when they return); a non-blocking step
+// returns before any completion could be awaited, so it always copies.
 ssize_t lib_sendmsg(int fd, const msghdr* msg, int flags) {
-  return libc_style(ops::sendmsg(fd, msg, flags));
+  return libc_style(flags & MSG_DONTWAIT ? ops::sendmsg(fd, msg, flags)
+                                         : zerocopy::sendmsg(fd, msg, flags));
 }
 ssize_t lib_recvmsg(int fd, msghdr* msg, int flags) {
   return libc_style(ops::recvmsg(fd, msg, flags));
@@ -61,8 +66,7 @@ int send_array_nb(int fd, const void* base, int type, size_t offset, size_t coun
                   size_t* done) {
   return fastsock_portable_send_array_nb(fd, base, type, offset, count, done);
 }
-int recv_array_nb(int fd, void* base, int type, size_t offset, size_t count,
-                  size_t* done) {
+int recv_array_nb(int fd, void* base, int type, size_t offset, size_t count, size_t* done) {
   return fastsock_portable_recv_array_nb(fd, base, type, offset, count, done);
 }
 int send_strided(int fd, const void* base, int type, size_t offset, size_t blocks,
@@ -79,6 +83,45 @@ int send_indexed(int fd, const void* base, int type, const size_t* indices,
 }
 int recv_indexed(int fd, void* base, int type, const size_t* indices, size_t count) {
   return fastsock_portable_recv_indexed(fd, base, type, indices, count);
+}
+
+int send_strided_nb(int fd, const void* base, int type, size_t offset, size_t blocks,
+                    size_t stride, size_t blocklen, size_t* done) {
+  return fastsock_portable_send_strided_nb(fd, base, type, offset, blocks, stride, blocklen,
+                                           done);
+}
+int recv_strided_nb(int fd, void* base, int type, size_t offset, size_t blocks, size_t stride,
+                    size_t blocklen, size_t* done) {
+  return fastsock_portable_recv_strided_nb(fd, base, type, offset, blocks, stride, blocklen,
+                                           done);
+}
+int send_indexed_nb(int fd, const void* base, int type, const size_t* indices, size_t count,
+                    size_t* done) {
+  return fastsock_portable_send_indexed_nb(fd, base, type, indices, count, done);
+}
+int recv_indexed_nb(int fd, void* base, int type, const size_t* indices, size_t count,
+                    size_t* done) {
+  return fastsock_portable_recv_indexed_nb(fd, base, type, indices, count, done);
+}
+int send_multistrided(int fd, const void* base, int type, size_t offset,
+                      const fastsock_level* levels, size_t nlevels, size_t blocklen) {
+  return fastsock_portable_send_multistrided(fd, base, type, offset, levels, nlevels, blocklen);
+}
+int recv_multistrided(int fd, void* base, int type, size_t offset, const fastsock_level* levels,
+                      size_t nlevels, size_t blocklen) {
+  return fastsock_portable_recv_multistrided(fd, base, type, offset, levels, nlevels, blocklen);
+}
+int send_multistrided_nb(int fd, const void* base, int type, size_t offset,
+                         const fastsock_level* levels, size_t nlevels, size_t blocklen,
+                         size_t* done) {
+  return fastsock_portable_send_multistrided_nb(fd, base, type, offset, levels, nlevels,
+                                                blocklen, done);
+}
+int recv_multistrided_nb(int fd, void* base, int type, size_t offset,
+                         const fastsock_level* levels, size_t nlevels, size_t blocklen,
+                         size_t* done) {
+  return fastsock_portable_recv_multistrided_nb(fd, base, type, offset, levels, nlevels,
+                                                blocklen, done);
 }
 
 int set_peer_byte_order(int fd, int order) noexcept {

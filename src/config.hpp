@@ -57,6 +57,7 @@ struct Config {
   std::string log_file;         // empty: stderr
   uint32_t spin_us = 50;        // busy-wait budget before sleeping (transports that wait)
   bool stats_enabled = true;    // publish /dev/shm/fastsock-stats.<pid> for `fastsock stat`
+  bool zerocopy = false;        // MSG_ZEROCOPY for large typed sends on TCP (api_zerocopy.hpp)
   std::string rules_path;       // empty: no rules file
   std::vector<Rule> rules;
   // Set when any setting was malformed: the process runs in pass-through (tcp only).

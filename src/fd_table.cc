@@ -68,6 +68,9 @@ void reset_fields(Socket& s) noexcept {
   s.link = nullptr;
   s.user_io.store(false, std::memory_order_relaxed);
   s.peer_byte_order.store(0, std::memory_order_relaxed);
+  s.zerocopy_state.store(0, std::memory_order_relaxed);
+  s.zerocopy_busy.store(false, std::memory_order_relaxed);
+  s.zerocopy_next_id = 0;
   s.link_state = nullptr;
   s.epoll_regs = nullptr;
   for (void*& state : s.listen_state) state = nullptr;

@@ -27,6 +27,11 @@ struct Socket {
   // The byte order the peer sends typed arrays in (FASTSOCK_ORDER_*; 0: ours), set through
   // fastsock_set_peer_byte_order (api_array.cc).
   std::atomic<uint8_t> peer_byte_order{0};
+  // MSG_ZEROCOPY for typed sends on kernel TCP (api_zerocopy.cc): untried/on/off, the
+  // claim serializing zerocopy senders, and the id the kernel gives the next such send.
+  std::atomic<uint8_t> zerocopy_state{0};
+  std::atomic<bool> zerocopy_busy{false};
+  uint32_t zerocopy_next_id = 0;
   void* link_state = nullptr;         // the link's per-connection state, owned by the link
   void* epoll_regs = nullptr;         // its registrations in epoll sets (epoll_merge.cc)
   // A listener: what each link published for it in Transport::on_listen (owned by the link).

@@ -47,6 +47,12 @@ enum fastsock_type {
   FASTSOCK_DOUBLE
 };
 
+/* One level of a multi-strided region: `count` repetitions, `stride` elements apart. */
+struct fastsock_level {
+  size_t count;
+  size_t stride;
+};
+
 /* Byte orders. */
 enum fastsock_byte_order { FASTSOCK_ORDER_LITTLE = 1, FASTSOCK_ORDER_BIG = 2 };
 
@@ -103,6 +109,36 @@ static inline int fastsock_native_byte_order(void) {
     (int fd, void* base, int type, size_t offset, size_t blocks, size_t stride,            \
      size_t blocklen),                                                                      \
     (fd, base, type, offset, blocks, stride, blocklen))                                     \
+  /* Non-blocking, resumable strided: as fastsock_send_array_nb, *done counting the bytes of \
+   * the selection (blocks back to back) moved so far. */                                   \
+  X(int, fastsock_send_strided_nb,                                                          \
+    (int fd, const void* base, int type, size_t offset, size_t blocks, size_t stride,      \
+     size_t blocklen, size_t* done),                                                        \
+    (fd, base, type, offset, blocks, stride, blocklen, done))                               \
+  X(int, fastsock_recv_strided_nb,                                                          \
+    (int fd, void* base, int type, size_t offset, size_t blocks, size_t stride,            \
+     size_t blocklen, size_t* done),                                                        \
+    (fd, base, type, offset, blocks, stride, blocklen, done))                               \
+  /* Multi-strided region (MPJ Express's multi-strided buffering): levels[0..nlevels) of    \
+   * (count, stride), outer to inner, over blocks of `blocklen` elements; the block with    \
+   * level indices (i0, i1, ...) starts at element offset + i0*stride0 + i1*stride1 + ...,  \
+   * the innermost level varying fastest. E.g. a sub-cube of a 3-D array. */               \
+  X(int, fastsock_send_multistrided,                                                        \
+    (int fd, const void* base, int type, size_t offset, const struct fastsock_level* levels,\
+     size_t nlevels, size_t blocklen),                                                      \
+    (fd, base, type, offset, levels, nlevels, blocklen))                                    \
+  X(int, fastsock_recv_multistrided,                                                        \
+    (int fd, void* base, int type, size_t offset, const struct fastsock_level* levels,      \
+     size_t nlevels, size_t blocklen),                                                      \
+    (fd, base, type, offset, levels, nlevels, blocklen))                                    \
+  X(int, fastsock_send_multistrided_nb,                                                     \
+    (int fd, const void* base, int type, size_t offset, const struct fastsock_level* levels,\
+     size_t nlevels, size_t blocklen, size_t* done),                                        \
+    (fd, base, type, offset, levels, nlevels, blocklen, done))                              \
+  X(int, fastsock_recv_multistrided_nb,                                                     \
+    (int fd, void* base, int type, size_t offset, const struct fastsock_level* levels,      \
+     size_t nlevels, size_t blocklen, size_t* done),                                        \
+    (fd, base, type, offset, levels, nlevels, blocklen, done))                              \
   /* Indexed gather/scatter (MPJ Express gather/scatter): elements base[indices[i]]. */      \
   X(int, fastsock_send_indexed,                                                             \
     (int fd, const void* base, int type, const size_t* indices, size_t count),              \
@@ -110,6 +146,12 @@ static inline int fastsock_native_byte_order(void) {
   X(int, fastsock_recv_indexed,                                                             \
     (int fd, void* base, int type, const size_t* indices, size_t count),                    \
     (fd, base, type, indices, count))                                                       \
+  X(int, fastsock_send_indexed_nb,                                                          \
+    (int fd, const void* base, int type, const size_t* indices, size_t count, size_t* done),\
+    (fd, base, type, indices, count, done))                                                 \
+  X(int, fastsock_recv_indexed_nb,                                                          \
+    (int fd, void* base, int type, const size_t* indices, size_t count, size_t* done),      \
+    (fd, base, type, indices, count, done))                                                 \
   /* The byte order `fd`'s peer sends in (default: ours). Typed receives convert elements   \
    * when it differs. Setting it is for a transport's handshake, or a test simulating a     \
    * foreign peer. -1 with EBADF if `fd` is not a TCP socket fastsock tracks (and ENOSYS     \

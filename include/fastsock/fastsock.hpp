@@ -50,6 +50,22 @@ constexpr bool strided_fits(std::size_t size, std::size_t offset, std::size_t bl
     return false;
   return !__builtin_add_overflow(end, offset, &end) && end <= size;
 }
+// Does the multi-strided selection lie within an array of `size` elements? (An empty level
+// or block selects nothing, which always fits.)
+inline bool multistrided_fits(std::size_t size, std::size_t offset,
+                              std::span<const fastsock_level> levels,
+                              std::size_t blocklen) noexcept {
+  std::size_t end = 0, reach = 0;
+  if (blocklen == 0) return true;
+  for (const fastsock_level& l : levels)
+    if (l.count == 0) return true;
+  for (const fastsock_level& l : levels)
+    if (__builtin_mul_overflow(l.count - 1, l.stride, &reach) ||
+        __builtin_add_overflow(end, reach, &end))
+      return false;
+  return !__builtin_add_overflow(end, blocklen, &end) &&
+         !__builtin_add_overflow(end, offset, &end) && end <= size;
+}
 inline std::error_code result(int rc) noexcept {
   return rc == 0 ? std::error_code{} : std::error_code(errno, std::generic_category());
 }
@@ -118,6 +134,86 @@ std::error_code recv_indexed(int fd, std::span<T> array,
     if (i >= array.size()) return std::make_error_code(std::errc::invalid_argument);
   return detail::result(fastsock_recv_indexed(fd, array.data(), element_type<T>(),
                                               indices.data(), indices.size()));
+}
+
+// Non-blocking, resumable selections (see fastsock.h): `done` counts the selection's bytes
+// moved so far (start at 0). An empty error_code when complete;
+// std::errc::resource_unavailable_try_again when the socket takes or has no more now (poll,
+// then call again with the same arguments).
+template <Element T>
+std::error_code send_strided_nb(int fd, std::span<const T> array, std::size_t offset,
+                                std::size_t blocks, std::size_t stride, std::size_t blocklen,
+                                std::size_t& done) noexcept {
+  if (!detail::strided_fits(array.size(), offset, blocks, stride, blocklen))
+    return std::make_error_code(std::errc::invalid_argument);
+  return detail::result(fastsock_send_strided_nb(fd, array.data(), element_type<T>(), offset,
+                                                 blocks, stride, blocklen, &done));
+}
+template <Element T>
+std::error_code recv_strided_nb(int fd, std::span<T> array, std::size_t offset,
+                                std::size_t blocks, std::size_t stride, std::size_t blocklen,
+                                std::size_t& done) noexcept {
+  if (!detail::strided_fits(array.size(), offset, blocks, stride, blocklen))
+    return std::make_error_code(std::errc::invalid_argument);
+  return detail::result(fastsock_recv_strided_nb(fd, array.data(), element_type<T>(), offset,
+                                                 blocks, stride, blocklen, &done));
+}
+template <Element T>
+std::error_code send_indexed_nb(int fd, std::span<const T> array,
+                                std::span<const std::size_t> indices,
+                                std::size_t& done) noexcept {
+  for (std::size_t i : indices)
+    if (i >= array.size()) return std::make_error_code(std::errc::invalid_argument);
+  return detail::result(fastsock_send_indexed_nb(fd, array.data(), element_type<T>(),
+                                                 indices.data(), indices.size(), &done));
+}
+template <Element T>
+std::error_code recv_indexed_nb(int fd, std::span<T> array, std::span<const std::size_t> indices,
+                                std::size_t& done) noexcept {
+  for (std::size_t i : indices)
+    if (i >= array.size()) return std::make_error_code(std::errc::invalid_argument);
+  return detail::result(fastsock_recv_indexed_nb(fd, array.data(), element_type<T>(),
+                                                 indices.data(), indices.size(), &done));
+}
+
+// Multi-strided regions (see fastsock.h): `levels` outer to inner over blocks of `blocklen`.
+template <Element T>
+std::error_code send_multistrided(int fd, std::span<const T> array, std::size_t offset,
+                                  std::span<const fastsock_level> levels,
+                                  std::size_t blocklen) noexcept {
+  if (!detail::multistrided_fits(array.size(), offset, levels, blocklen))
+    return std::make_error_code(std::errc::invalid_argument);
+  return detail::result(fastsock_send_multistrided(fd, array.data(), element_type<T>(), offset,
+                                                   levels.data(), levels.size(), blocklen));
+}
+template <Element T>
+std::error_code recv_multistrided(int fd, std::span<T> array, std::size_t offset,
+                                  std::span<const fastsock_level> levels,
+                                  std::size_t blocklen) noexcept {
+  if (!detail::multistrided_fits(array.size(), offset, levels, blocklen))
+    return std::make_error_code(std::errc::invalid_argument);
+  return detail::result(fastsock_recv_multistrided(fd, array.data(), element_type<T>(), offset,
+                                                   levels.data(), levels.size(), blocklen));
+}
+template <Element T>
+std::error_code send_multistrided_nb(int fd, std::span<const T> array, std::size_t offset,
+                                     std::span<const fastsock_level> levels,
+                                     std::size_t blocklen, std::size_t& done) noexcept {
+  if (!detail::multistrided_fits(array.size(), offset, levels, blocklen))
+    return std::make_error_code(std::errc::invalid_argument);
+  return detail::result(fastsock_send_multistrided_nb(fd, array.data(), element_type<T>(),
+                                                      offset, levels.data(), levels.size(),
+                                                      blocklen, &done));
+}
+template <Element T>
+std::error_code recv_multistrided_nb(int fd, std::span<T> array, std::size_t offset,
+                                     std::span<const fastsock_level> levels,
+                                     std::size_t blocklen, std::size_t& done) noexcept {
+  if (!detail::multistrided_fits(array.size(), offset, levels, blocklen))
+    return std::make_error_code(std::errc::invalid_argument);
+  return detail::result(fastsock_recv_multistrided_nb(fd, array.data(), element_type<T>(),
+                                                      offset, levels.data(), levels.size(),
+                                                      blocklen, &done));
 }
 
 }  // namespace fastsock

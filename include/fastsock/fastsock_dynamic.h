@@ -63,6 +63,40 @@ FASTSOCK__FORWARD(send_indexed,
 FASTSOCK__FORWARD(recv_indexed,
                   (int fd, void* base, int type, const size_t* indices, size_t count),
                   (fd, base, type, indices, count))
+FASTSOCK__FORWARD(send_strided_nb,
+                  (int fd, const void* base, int type, size_t offset, size_t blocks,
+                   size_t stride, size_t blocklen, size_t* done),
+                  (fd, base, type, offset, blocks, stride, blocklen, done))
+FASTSOCK__FORWARD(recv_strided_nb,
+                  (int fd, void* base, int type, size_t offset, size_t blocks, size_t stride,
+                   size_t blocklen, size_t* done),
+                  (fd, base, type, offset, blocks, stride, blocklen, done))
+FASTSOCK__FORWARD(send_indexed_nb,
+                  (int fd, const void* base, int type, const size_t* indices, size_t count,
+                   size_t* done),
+                  (fd, base, type, indices, count, done))
+FASTSOCK__FORWARD(recv_indexed_nb,
+                  (int fd, void* base, int type, const size_t* indices, size_t count,
+                   size_t* done),
+                  (fd, base, type, indices, count, done))
+FASTSOCK__FORWARD(send_multistrided,
+                  (int fd, const void* base, int type, size_t offset,
+                   const struct fastsock_level* levels, size_t nlevels, size_t blocklen),
+                  (fd, base, type, offset, levels, nlevels, blocklen))
+FASTSOCK__FORWARD(recv_multistrided,
+                  (int fd, void* base, int type, size_t offset,
+                   const struct fastsock_level* levels, size_t nlevels, size_t blocklen),
+                  (fd, base, type, offset, levels, nlevels, blocklen))
+FASTSOCK__FORWARD(send_multistrided_nb,
+                  (int fd, const void* base, int type, size_t offset,
+                   const struct fastsock_level* levels, size_t nlevels, size_t blocklen,
+                   size_t* done),
+                  (fd, base, type, offset, levels, nlevels, blocklen, done))
+FASTSOCK__FORWARD(recv_multistrided_nb,
+                  (int fd, void* base, int type, size_t offset,
+                   const struct fastsock_level* levels, size_t nlevels, size_t blocklen,
+                   size_t* done),
+                  (fd, base, type, offset, levels, nlevels, blocklen, done))
 #undef FASTSOCK__FORWARD
 static inline int fastsock__fallback_fastsock_set_peer_byte_order(int fd, int order) {
   (void)fd;

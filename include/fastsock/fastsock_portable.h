@@ -40,15 +40,6 @@ struct fastsock_io {
  * only for POSIX builds, and a strict -std=c11 program is not one). */
 #define FASTSOCK__SSIZE_MAX ((size_t)-1 >> 1)
 
-/* Runs of elements gathered into one sendmsg/recvmsg call. */
-#define FASTSOCK__RUNS 64
-
-/* A selection being moved: up to FASTSOCK__RUNS runs of contiguous elements. */
-struct fastsock__batch {
-  struct iovec iov[FASTSOCK__RUNS];
-  int n;
-};
-
 static inline int fastsock__fail(int err) {
   errno = err;
   return -1;
@@ -133,22 +124,110 @@ static inline ssize_t fastsock__once(int fd, int sending, struct iovec* iov, int
   }
 }
 
-/* Drops `moved` bytes from the front of iov[*first..n). */
-static inline void fastsock__advance(struct iovec* iov, int n, int* first, size_t moved) {
-  while (*first < n && moved >= iov[*first].iov_len) moved -= iov[(*first)++].iov_len;
-  if (*first < n && moved > 0) {
-    iov[*first].iov_base = (char*)iov[*first].iov_base + moved;
-    iov[*first].iov_len -= moved;
+/* ---- selections ---------------------------------------------------------------------
+ *
+ * Every call moves a selection: `runs` runs of `run_len` bytes each, in the order they
+ * travel, run r starting at fastsock__run(sel, r). A contiguous portion is one run, a
+ * strided selection one run per block, an indexed one one run per element, a multi-strided
+ * one one run per innermost block. The wire carries the runs back to back, so a position in
+ * the stream (`done` bytes) names a run and a byte within it: that is what lets every call
+ * be resumed mid-element with the same arguments. */
+struct fastsock__sel {
+  char* base;    /* element 0 of the array */
+  size_t size;   /* element size */
+  size_t runs;
+  size_t run_len;
+  size_t offset; /* element of run 0 (all but indexed) */
+  size_t stride; /* strided: elements between runs */
+  const size_t* indices;                /* indexed: run r is element indices[r] */
+  const struct fastsock_level* levels;  /* multi-strided: outer to inner */
+  size_t nlevels;
+};
+
+/* Runs gathered into one sendmsg/recvmsg call, and the bytes after which gathering stops:
+ * a call re-gathers from its position after every partial transfer, so the work per call
+ * stays proportional to what the socket can take, not to the rest of the selection. */
+#define FASTSOCK__RUNS 64
+#define FASTSOCK__BATCH_BYTES ((size_t)1 << 20)
+
+/* Where run `r` starts. */
+static inline char* fastsock__run(const struct fastsock__sel* s, size_t r) {
+  size_t at = s->offset, j;
+  if (s->indices != NULL) {
+    at = s->indices[r];
+  } else if (s->levels != NULL) {
+    /* r in mixed radix, the innermost level's digit the fastest. */
+    for (j = s->nlevels; j-- > 0;) {
+      at += (r % s->levels[j].count) * s->levels[j].stride;
+      r /= s->levels[j].count;
+    }
+  } else {
+    at += r * s->stride;
   }
+  return s->base + at * s->size;
 }
 
-/* Moves all of iov[0..n) (blocking semantics: waits in poll() if the fd is non-blocking).
- * The iovecs are consumed. 0, or -1 with errno (ECONNRESET if the stream ended first). */
-static inline int fastsock__all(int fd, int sending, struct iovec* iov, int n) {
-  int first = 0;
-  while (first < n) {
-    const ssize_t rc = fastsock__once(fd, sending, iov + first, n - first, 0);
-    if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+/* Does [p, p + len) overlap a gathered iovec? The first one is taken from the start of its
+ * element (`lead` bytes before it), whose earlier bytes arrived in an earlier call. */
+static inline int fastsock__overlaps(const struct iovec* iov, int n, size_t lead, const char* p,
+                                     size_t len) {
+  int i;
+  for (i = 0; i < n; ++i) {
+    const char* q = (const char*)iov[i].iov_base - (i == 0 ? lead : 0);
+    if (p < (const char*)iov[i].iov_base + iov[i].iov_len && q < p + len) return 1;
+  }
+  return 0;
+}
+
+/* The iovecs for the selection from stream position `pos` on (adjacent runs merged). When
+ * swapping received elements, gathering stops before a run overlapping one already gathered:
+ * an element must not be written twice by one call, or its first arrival would be swapped
+ * with the second's bytes in it. Returns the number of iovecs (at least 1). */
+static inline int fastsock__gather(const struct fastsock__sel* s, size_t pos, int swap,
+                                   struct iovec* iov) {
+  size_t r = pos / s->run_len, skip = pos % s->run_len, bytes = 0;
+  const size_t lead = skip % s->size;
+  int n = 0;
+  for (; r < s->runs && bytes < FASTSOCK__BATCH_BYTES; ++r, skip = 0) {
+    char* p = fastsock__run(s, r) + skip;
+    const size_t len = s->run_len - skip;
+    if (swap && fastsock__overlaps(iov, n, lead, p, len)) break;
+    if (n > 0 && (char*)iov[n - 1].iov_base + iov[n - 1].iov_len == p) {
+      iov[n - 1].iov_len += len;
+    } else {
+      if (n == FASTSOCK__RUNS) break;
+      iov[n].iov_base = p;
+      iov[n].iov_len = len;
+      ++n;
+    }
+    bytes += len;
+  }
+  return n;
+}
+
+/* Swaps the elements that stream bytes [from, to) completed: those whose last byte is in it. */
+static inline void fastsock__swap_completed(const struct fastsock__sel* s, size_t from,
+                                            size_t to) {
+  const size_t per_run = s->run_len / s->size;
+  size_t e;
+  for (e = from / s->size; e < to / s->size; ++e)
+    fastsock__swap(fastsock__run(s, e / per_run) + (e % per_run) * s->size, s->size, 1);
+}
+
+/* Moves the selection from stream position *done to its end, adding what moved to *done.
+ * Blocking: waits in poll() when the fd is non-blocking, returns 0 when complete. Otherwise
+ * (MSG_DONTWAIT) returns -1 with EAGAIN as soon as the socket takes or has no more. On
+ * receive from a foreign-order peer each element is swapped once, when its last byte
+ * arrives. -1 with errno on an error, ECONNRESET if the stream ends first. */
+static inline int fastsock__move(int fd, const struct fastsock__sel* s, size_t* done,
+                                 int sending, int blocking) {
+  const size_t total = s->runs * s->run_len;
+  const int swap = !sending && fastsock__foreign(fd, s->size);
+  while (*done < total) {
+    struct iovec iov[FASTSOCK__RUNS];
+    const int n = fastsock__gather(s, *done, swap, iov);
+    const ssize_t rc = fastsock__once(fd, sending, iov, n, blocking ? 0 : MSG_DONTWAIT);
+    if (rc < 0 && blocking && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       struct pollfd p;
       p.fd = fd;
       p.events = (short)(sending ? POLLOUT : POLLIN);
@@ -158,124 +237,81 @@ static inline int fastsock__all(int fd, int sending, struct iovec* iov, int n) {
     }
     if (rc < 0) return -1;
     if (rc == 0 && !sending) return fastsock__fail(ECONNRESET);
-    fastsock__advance(iov, n, &first, (size_t)rc);
-  }
-  return 0;
-}
-
-/* Moves a batch and, on receive from a foreign-order peer, swaps what it received. The
- * batch's runs never overlap when swapping (see fastsock__add_run), so each element is
- * swapped exactly once after its bytes arrived. */
-static inline int fastsock__flush(int fd, int sending, struct fastsock__batch* b, size_t size,
-                                  int swap) {
-  struct iovec saved[FASTSOCK__RUNS];
-  int i;
-  if (b->n == 0) return 0;
-  memcpy(saved, b->iov, sizeof(struct iovec) * (size_t)b->n);
-  if (fastsock__all(fd, sending, b->iov, b->n) < 0) return -1;
-  if (swap)
-    for (i = 0; i < b->n; ++i) fastsock__swap(saved[i].iov_base, size, saved[i].iov_len / size);
-  b->n = 0;
-  return 0;
-}
-
-/* Appends a run of `len` bytes at `p`, merging it with the previous run when adjacent.
- * When swapping, a run overlapping one already in the batch flushes the batch first (a
- * receive into the same element twice must swap each arrival once). */
-static inline int fastsock__add_run(int fd, int sending, struct fastsock__batch* b, char* p,
-                                    size_t len, size_t size, int swap) {
-  int i;
-  if (len == 0) return 0;
-  if (swap)
-    for (i = 0; i < b->n; ++i) {
-      char* q = (char*)b->iov[i].iov_base;
-      if (p < q + b->iov[i].iov_len && q < p + len) {
-        if (fastsock__flush(fd, sending, b, size, swap) < 0) return -1;
-        break;
-      }
-    }
-  if (b->n > 0 && (char*)b->iov[b->n - 1].iov_base + b->iov[b->n - 1].iov_len == p) {
-    b->iov[b->n - 1].iov_len += len;
-    return 0;
-  }
-  if (b->n == FASTSOCK__RUNS && fastsock__flush(fd, sending, b, size, swap) < 0) return -1;
-  b->iov[b->n].iov_base = p;
-  b->iov[b->n].iov_len = len;
-  b->n++;
-  return 0;
-}
-
-/* ---- contiguous portions ---------------------------------------------------------- */
-
-static inline int fastsock__array(int fd, void* base, int type, size_t offset, size_t count,
-                                  int sending) {
-  const size_t size = fastsock__check(fd, base, type, offset, count);
-  struct fastsock__batch b;
-  if (size == 0) return -1;
-  if (count == 0) return 0;
-  b.n = 0;
-  /* One run: a single large call lets the link move the whole array at once (the shm
-   * link's handoff copies straight from it; TCP takes it in one sendmsg). */
-  if (fastsock__add_run(fd, sending, &b, (char*)base + offset * size, count * size, size,
-                        !sending && fastsock__foreign(fd, size)) < 0)
-    return -1;
-  return fastsock__flush(fd, sending, &b, size, !sending && fastsock__foreign(fd, size));
-}
-
-static inline int fastsock_portable_send_array(int fd, const void* base, int type,
-                                               size_t offset, size_t count) {
-  return fastsock__array(fd, (void*)base, type, offset, count, 1);
-}
-static inline int fastsock_portable_recv_array(int fd, void* base, int type, size_t offset,
-                                               size_t count) {
-  return fastsock__array(fd, base, type, offset, count, 0);
-}
-
-/* One non-blocking step: moves what the socket takes now, adds it to *done (bytes of the
- * portion moved so far). 0 when the portion is complete, -1 with EAGAIN when more remains. */
-static inline int fastsock__array_nb(int fd, void* base, int type, size_t offset, size_t count,
-                                     size_t* done, int sending) {
-  const size_t size = fastsock__check(fd, base, type, offset, count);
-  size_t total;
-  if (size == 0) return -1;
-  if (done == NULL) return fastsock__fail(EINVAL);
-  total = count * size;
-  if (*done > total) return fastsock__fail(EINVAL);
-  while (*done < total) {
-    struct iovec v;
-    ssize_t rc;
-    v.iov_base = (char*)base + offset * size + *done;
-    v.iov_len = total - *done;
-    rc = fastsock__once(fd, sending, &v, 1, MSG_DONTWAIT);
-    if (rc < 0) return -1;
-    if (rc == 0 && !sending) return fastsock__fail(ECONNRESET);
-    /* Elements completed by this step: [old done / size, new done / size). */
-    if (!sending && fastsock__foreign(fd, size)) {
-      const size_t from = *done / size, to = (*done + (size_t)rc) / size;
-      fastsock__swap((char*)base + (offset + from) * size, size, to - from);
-    }
+    if (swap) fastsock__swap_completed(s, *done, *done + (size_t)rc);
     *done += (size_t)rc;
   }
   return 0;
 }
 
+/* Runs a validated selection: blocking from the start when `done` is NULL, else one
+ * non-blocking step from *done (which must not exceed the selection's size). */
+static inline int fastsock__run_sel(int fd, const struct fastsock__sel* s, size_t* done,
+                                    int sending) {
+  size_t from = 0;
+  if (done == NULL) return fastsock__move(fd, s, &from, sending, 1);
+  if (*done > s->runs * s->run_len) return fastsock__fail(EINVAL);
+  return fastsock__move(fd, s, done, sending, 0);
+}
+
+/* A selection with nothing set: fields the kind does not use stay zero/NULL. */
+static inline struct fastsock__sel fastsock__empty_sel(void* base, size_t size) {
+  struct fastsock__sel s;
+  memset(&s, 0, sizeof s);
+  s.base = (char*)base;
+  s.size = size;
+  return s;
+}
+
+/* `nb`: the non-blocking variant was called, so `done` must not be NULL. */
+static inline int fastsock__done_ok(int nb, const size_t* done) { return !nb || done != NULL; }
+
+/* ---- contiguous portions ---------------------------------------------------------- */
+
+/* done NULL: blocking; else a non-blocking step (same for every kind below). */
+static inline int fastsock__array(int fd, void* base, int type, size_t offset, size_t count,
+                                  int nb, size_t* done, int sending) {
+  const size_t size = fastsock__check(fd, base, type, offset, count);
+  struct fastsock__sel s = fastsock__empty_sel(base, size);
+  if (size == 0) return -1;
+  if (!fastsock__done_ok(nb, done)) return fastsock__fail(EINVAL);
+  /* One run: a single large call lets the link move the whole array at once (the shm
+   * link's handoff copies straight from it; TCP takes it in one sendmsg). */
+  s.runs = count > 0;
+  s.run_len = count * size;
+  s.offset = offset;
+  return fastsock__run_sel(fd, &s, done, sending);
+}
+
+static inline int fastsock_portable_send_array(int fd, const void* base, int type,
+                                               size_t offset, size_t count) {
+  return fastsock__array(fd, (void*)base, type, offset, count, 0, NULL, 1);
+}
+static inline int fastsock_portable_recv_array(int fd, void* base, int type, size_t offset,
+                                               size_t count) {
+  return fastsock__array(fd, base, type, offset, count, 0, NULL, 0);
+}
 static inline int fastsock_portable_send_array_nb(int fd, const void* base, int type,
                                                   size_t offset, size_t count, size_t* done) {
-  return fastsock__array_nb(fd, (void*)base, type, offset, count, done, 1);
+  return fastsock__array(fd, (void*)base, type, offset, count, 1, done, 1);
 }
 static inline int fastsock_portable_recv_array_nb(int fd, void* base, int type, size_t offset,
                                                   size_t count, size_t* done) {
-  return fastsock__array_nb(fd, base, type, offset, count, done, 0);
+  return fastsock__array(fd, base, type, offset, count, 1, done, 0);
 }
 
 /* ---- strided and indexed gather/scatter --------------------------------------------- */
 
-static inline int fastsock__strided(int fd, void* base, int type, size_t offset,
-                                    size_t blocks, size_t stride, size_t blocklen,
+/* The selection's size in bytes, runs * run_len, or 0 with EOVERFLOW past SSIZE_MAX. */
+static inline int fastsock__total_ok(size_t runs, size_t run_len) {
+  size_t total;
+  return fastsock__mul(runs, run_len, &total) && total <= FASTSOCK__SSIZE_MAX;
+}
+
+static inline int fastsock__strided(int fd, void* base, int type, size_t offset, size_t blocks,
+                                    size_t stride, size_t blocklen, int nb, size_t* done,
                                     int sending) {
-  size_t last_start, extent, total, size, i;
-  struct fastsock__batch b;
-  int swap;
+  size_t last_start, extent, size, run_len;
+  struct fastsock__sel s;
   /* The region's extent: element offset + (blocks-1)*stride + blocklen. */
   if (blocks == 0 || blocklen == 0) {
     extent = 0;
@@ -286,35 +322,42 @@ static inline int fastsock__strided(int fd, void* base, int type, size_t offset,
   }
   size = fastsock__check(fd, base, type, offset, extent);
   if (size == 0) return -1;
-  if (!fastsock__mul(blocks, blocklen, &total) || !fastsock__mul(total, size, &total) ||
-      total > FASTSOCK__SSIZE_MAX)
+  if (!fastsock__mul(blocklen, size, &run_len) || !fastsock__total_ok(blocks, run_len))
     return fastsock__fail(EOVERFLOW);
-  if (total == 0) return 0;
-  swap = !sending && fastsock__foreign(fd, size);
-  b.n = 0;
-  for (i = 0; i < blocks; ++i)
-    if (fastsock__add_run(fd, sending, &b, (char*)base + (offset + i * stride) * size,
-                          blocklen * size, size, swap) < 0)
-      return -1;
-  return fastsock__flush(fd, sending, &b, size, swap);
+  if (!fastsock__done_ok(nb, done)) return fastsock__fail(EINVAL);
+  s = fastsock__empty_sel(base, size);
+  s.runs = run_len > 0 ? blocks : 0;
+  s.run_len = run_len;
+  s.offset = offset;
+  s.stride = stride;
+  return fastsock__run_sel(fd, &s, done, sending);
 }
 
 static inline int fastsock_portable_send_strided(int fd, const void* base, int type,
                                                  size_t offset, size_t blocks, size_t stride,
                                                  size_t blocklen) {
-  return fastsock__strided(fd, (void*)base, type, offset, blocks, stride, blocklen, 1);
+  return fastsock__strided(fd, (void*)base, type, offset, blocks, stride, blocklen, 0, NULL, 1);
 }
 static inline int fastsock_portable_recv_strided(int fd, void* base, int type, size_t offset,
                                                  size_t blocks, size_t stride,
                                                  size_t blocklen) {
-  return fastsock__strided(fd, base, type, offset, blocks, stride, blocklen, 0);
+  return fastsock__strided(fd, base, type, offset, blocks, stride, blocklen, 0, NULL, 0);
+}
+static inline int fastsock_portable_send_strided_nb(int fd, const void* base, int type,
+                                                    size_t offset, size_t blocks, size_t stride,
+                                                    size_t blocklen, size_t* done) {
+  return fastsock__strided(fd, (void*)base, type, offset, blocks, stride, blocklen, 1, done, 1);
+}
+static inline int fastsock_portable_recv_strided_nb(int fd, void* base, int type,
+                                                    size_t offset, size_t blocks, size_t stride,
+                                                    size_t blocklen, size_t* done) {
+  return fastsock__strided(fd, base, type, offset, blocks, stride, blocklen, 1, done, 0);
 }
 
 static inline int fastsock__indexed(int fd, void* base, int type, const size_t* indices,
-                                    size_t count, int sending) {
-  size_t size = fastsock_type_size(type), i, max = 0, bytes;
-  struct fastsock__batch b;
-  int swap;
+                                    size_t count, int nb, size_t* done, int sending) {
+  size_t size = fastsock_type_size(type), i, max = 0;
+  struct fastsock__sel s;
   if (size == 0) return fastsock__fail(EINVAL);
   if (count > 0 && indices == NULL) return fastsock__fail(EINVAL);
   for (i = 0; i < count; ++i)
@@ -322,25 +365,96 @@ static inline int fastsock__indexed(int fd, void* base, int type, const size_t* 
   /* Every index within [0, max]: checking element 0..max+1 covers them all. */
   if (count > 0 && max == SIZE_MAX) return fastsock__fail(EOVERFLOW);
   if (fastsock__check(fd, base, type, 0, count > 0 ? max + 1 : 0) == 0) return -1;
-  if (!fastsock__mul(count, size, &bytes) || bytes > FASTSOCK__SSIZE_MAX)
-    return fastsock__fail(EOVERFLOW);
-  if (count == 0) return 0;
-  swap = !sending && fastsock__foreign(fd, size);
-  b.n = 0;
-  for (i = 0; i < count; ++i)
-    if (fastsock__add_run(fd, sending, &b, (char*)base + indices[i] * size, size, size,
-                          swap) < 0)
-      return -1;
-  return fastsock__flush(fd, sending, &b, size, swap);
+  if (!fastsock__total_ok(count, size)) return fastsock__fail(EOVERFLOW);
+  if (!fastsock__done_ok(nb, done)) return fastsock__fail(EINVAL);
+  s = fastsock__empty_sel(base, size);
+  s.runs = count;
+  s.run_len = size;
+  s.indices = indices;
+  return fastsock__run_sel(fd, &s, done, sending);
 }
 
 static inline int fastsock_portable_send_indexed(int fd, const void* base, int type,
                                                  const size_t* indices, size_t count) {
-  return fastsock__indexed(fd, (void*)base, type, indices, count, 1);
+  return fastsock__indexed(fd, (void*)base, type, indices, count, 0, NULL, 1);
 }
 static inline int fastsock_portable_recv_indexed(int fd, void* base, int type,
                                                  const size_t* indices, size_t count) {
-  return fastsock__indexed(fd, base, type, indices, count, 0);
+  return fastsock__indexed(fd, base, type, indices, count, 0, NULL, 0);
+}
+static inline int fastsock_portable_send_indexed_nb(int fd, const void* base, int type,
+                                                    const size_t* indices, size_t count,
+                                                    size_t* done) {
+  return fastsock__indexed(fd, (void*)base, type, indices, count, 1, done, 1);
+}
+static inline int fastsock_portable_recv_indexed_nb(int fd, void* base, int type,
+                                                    const size_t* indices, size_t count,
+                                                    size_t* done) {
+  return fastsock__indexed(fd, base, type, indices, count, 1, done, 0);
+}
+
+/* ---- multi-strided regions ----------------------------------------------------------- */
+
+static inline int fastsock__multistrided(int fd, void* base, int type, size_t offset,
+                                         const struct fastsock_level* levels, size_t nlevels,
+                                         size_t blocklen, int nb, size_t* done, int sending) {
+  size_t runs = 1, extent = 0, size = fastsock_type_size(type), run_len, span, j;
+  struct fastsock__sel s;
+  if (size == 0) return fastsock__fail(EINVAL);
+  if (nlevels > 0 && levels == NULL) return fastsock__fail(EINVAL);
+  /* runs = product of the counts; extent = sum of (count-1)*stride, + blocklen. An empty
+   * level (count 0) or block makes the whole selection empty, whatever the strides. */
+  for (j = 0; j < nlevels; ++j) {
+    if (levels[j].count == 0) runs = 0;
+    else if (!fastsock__mul(runs, levels[j].count, &runs)) return fastsock__fail(EOVERFLOW);
+  }
+  if (runs > 0 && blocklen > 0) {
+    for (j = 0; j < nlevels; ++j)
+      if (!fastsock__mul(levels[j].count - 1, levels[j].stride, &span) ||
+          !fastsock__add(extent, span, &extent))
+        return fastsock__fail(EOVERFLOW);
+    if (!fastsock__add(extent, blocklen, &extent)) return fastsock__fail(EOVERFLOW);
+  }
+  if (fastsock__check(fd, base, type, offset, extent) == 0) return -1;
+  if (!fastsock__mul(blocklen, size, &run_len) || !fastsock__total_ok(runs, run_len))
+    return fastsock__fail(EOVERFLOW);
+  if (!fastsock__done_ok(nb, done)) return fastsock__fail(EINVAL);
+  s = fastsock__empty_sel(base, size);
+  s.runs = run_len > 0 ? runs : 0;
+  s.run_len = run_len;
+  s.offset = offset;
+  s.levels = levels;
+  s.nlevels = nlevels;
+  return fastsock__run_sel(fd, &s, done, sending);
+}
+
+static inline int fastsock_portable_send_multistrided(int fd, const void* base, int type,
+                                                      size_t offset,
+                                                      const struct fastsock_level* levels,
+                                                      size_t nlevels, size_t blocklen) {
+  return fastsock__multistrided(fd, (void*)base, type, offset, levels, nlevels, blocklen, 0,
+                                NULL, 1);
+}
+static inline int fastsock_portable_recv_multistrided(int fd, void* base, int type,
+                                                      size_t offset,
+                                                      const struct fastsock_level* levels,
+                                                      size_t nlevels, size_t blocklen) {
+  return fastsock__multistrided(fd, base, type, offset, levels, nlevels, blocklen, 0, NULL, 0);
+}
+static inline int fastsock_portable_send_multistrided_nb(int fd, const void* base, int type,
+                                                         size_t offset,
+                                                         const struct fastsock_level* levels,
+                                                         size_t nlevels, size_t blocklen,
+                                                         size_t* done) {
+  return fastsock__multistrided(fd, (void*)base, type, offset, levels, nlevels, blocklen, 1,
+                                done, 1);
+}
+static inline int fastsock_portable_recv_multistrided_nb(int fd, void* base, int type,
+                                                         size_t offset,
+                                                         const struct fastsock_level* levels,
+                                                         size_t nlevels, size_t blocklen,
+                                                         size_t* done) {
+  return fastsock__multistrided(fd, base, type, offset, levels, nlevels, blocklen, 1, done, 0);
 }
 
 #endif /* FASTSOCK_PORTABLE_H */

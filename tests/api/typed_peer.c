@@ -96,6 +96,12 @@ static void plain_read(int fd, void* p, size_t len) {
   }
 }
 
+// Waits until `fd` is ready for the direction, bounded: an nb call said EAGAIN.
+static void await(int fd, int sending) {
+  struct pollfd q = {fd, (short)(sending ? POLLOUT : POLLIN), 0};
+  CHECK(poll(&q, 1, 10000) == 1, "poll while resuming");
+}
+
 // Whether typed receives can convert byte order here: not in the shim without the library.
 static int g_can_set_order;
 
@@ -190,6 +196,106 @@ static void indexed(int fd, int sending) {
   OK("indexed: gather of %zu out-of-order elements and scatter into the same places", n);
 }
 
+// The selections below, as bytes on the wire: strided u32 (10 blocks of 2), indexed u64 (5),
+// multi-strided u16 (3 x 4 blocks of 2), dribbled indexed u64 (6).
+#define FOREIGN_SELECTION_BYTES (10 * 2 * 4 + 5 * 8 + 3 * 4 * 2 * 2 + 6 * 8)
+
+// Receives the first 3 bytes of an element at `at` as bytes, so the typed nb call that
+// follows starts with done == 3: mid-element.
+static void first_three_bytes(int fd, void* at) {
+  size_t done = 0;
+  while (fastsock_recv_array_nb(fd, at, FASTSOCK_UINT8, 0, 3, &done) != 0) {
+    CHECK(errno == EAGAIN, "3-byte step");
+    await(fd, 0);
+  }
+}
+
+// Strided, indexed and multi-strided receives from a simulated foreign-order peer (set by
+// the caller), the nb ones resumed mid-element. Sending: the plain selections, the last one
+// written 3 bytes at a time with pauses so the receiver's nb steps end mid-element. Returns
+// (receiving) how many nb steps of the dribbled receive ended mid-element.
+static int foreign_selections(int fd, int sending, const uint64_t* src, uint64_t* got) {
+  static const size_t idx[] = {9, 2, 9, 3, 9};
+  static const size_t dribble_idx[] = {4, 4, 1, 0, 1, 4};
+  static const struct fastsock_level levels[] = {{3, 40}, {4, 8}};
+  const size_t nidx = sizeof idx / sizeof idx[0], ndribble = 6;
+  if (sending) {
+    const uint32_t* s32 = (const uint32_t*)src;
+    const uint16_t* s16 = (const uint16_t*)src;
+    uint32_t packed32[20];
+    uint64_t packed64[6];
+    uint16_t packed16[24];
+    for (int b = 0, k = 0; b < 10; ++b)
+      for (int j = 0; j < 2; ++j) packed32[k++] = s32[1 + b * 3 + j];
+    plain_write(fd, packed32, sizeof packed32);
+    for (size_t i = 0; i < nidx; ++i) packed64[i] = src[idx[i]];
+    plain_write(fd, packed64, nidx * 8);
+    for (int x = 0, k = 0; x < 3; ++x)
+      for (int y = 0; y < 4; ++y)
+        for (int j = 0; j < 2; ++j) packed16[k++] = s16[5 + x * 40 + y * 8 + j];
+    plain_write(fd, packed16, sizeof packed16);
+    for (size_t i = 0; i < ndribble; ++i) packed64[i] = src[dribble_idx[i]];
+    for (size_t off = 0; off < sizeof packed64; off += 3) {
+      const size_t left = sizeof packed64 - off;
+      plain_write(fd, (char*)packed64 + off, left < 3 ? left : 3);
+      poll(NULL, 0, 1); /* a pause, so each piece arrives on its own */
+    }
+    return 0;
+  }
+  uint64_t want[16];
+  // Strided u32, resumed at byte 3 of its first element (u32 index 1).
+  memset(got, 0, 16 * 8);
+  first_three_bytes(fd, (uint32_t*)got + 1);
+  size_t done = 3;
+  while (fastsock_recv_strided_nb(fd, got, FASTSOCK_UINT32, 1, 10, 3, 2, &done) != 0) {
+    CHECK(errno == EAGAIN, "strided_nb");
+    await(fd, 0);
+  }
+  memcpy(want, src, sizeof want);
+  swap_each(want, 4, 32);
+  for (int i = 0; i < 32; ++i) {
+    const int in = i >= 1 && (i - 1) % 3 < 2 && (i - 1) / 3 < 10;
+    CHECK(((uint32_t*)got)[i] == (in ? ((uint32_t*)want)[i] : 0), "strided_nb u32 %d", i);
+  }
+  // Indexed u64 with a repeated index, resumed at byte 3 of element 9.
+  memset(got, 0, 16 * 8);
+  first_three_bytes(fd, got + 9);
+  done = 3;
+  while (fastsock_recv_indexed_nb(fd, got, FASTSOCK_UINT64, idx, nidx, &done) != 0) {
+    CHECK(errno == EAGAIN, "indexed_nb");
+    await(fd, 0);
+  }
+  memcpy(want, src, sizeof want);
+  swap_each(want, 8, 16);
+  for (int i = 0; i < 16; ++i)
+    CHECK(got[i] == (i == 9 || i == 2 || i == 3 ? want[i] : 0), "indexed_nb u64 %d", i);
+  // Multi-strided u16, blocking.
+  memset(got, 0, 16 * 8);
+  CHECK(fastsock_recv_multistrided(fd, got, FASTSOCK_UINT16, 5, levels, 2, 2) == 0,
+        "recv_multistrided");
+  memcpy(want, src, sizeof want);
+  swap_each(want, 2, 64);
+  for (int i = 0; i < 64; ++i) {
+    const int r = i - 5, in = r >= 0 && r / 40 < 3 && r % 40 / 8 < 4 && r % 8 < 2;
+    CHECK(((uint16_t*)got)[i] == (in ? ((uint16_t*)want)[i] : 0), "multistrided u16 %d", i);
+  }
+  // Dribbled: the sender's pauses end steps mid-element (how many depends on timing; the
+  // result must be right whatever it is).
+  memset(got, 0, 16 * 8);
+  done = 0;
+  int mid = 0;
+  while (fastsock_recv_indexed_nb(fd, got, FASTSOCK_UINT64, dribble_idx, ndribble, &done) != 0) {
+    CHECK(errno == EAGAIN, "dribbled indexed_nb");
+    mid += done % 8 != 0;
+    await(fd, 0);
+  }
+  memcpy(want, src, sizeof want);
+  swap_each(want, 8, 16);
+  for (int i = 0; i < 16; ++i)
+    CHECK(got[i] == (i == 4 || i == 1 || i == 0 ? want[i] : 0), "dribbled indexed_nb u64 %d", i);
+  return mid;
+}
+
 // A simulated foreign-order peer: the receiver declares the sender's order the other one,
 // so every typed receive must swap each element exactly once, including repeated indices
 // and the non-blocking variant's split elements.
@@ -206,6 +312,7 @@ static void byte_order(int fd, int sending) {
     CHECK(fastsock_send_array(fd, src, FASTSOCK_UINT16, 0, 4 * N) == 0, "send u16");
     CHECK(fastsock_send_indexed(fd, src, FASTSOCK_UINT64, idx, nidx) == 0, "send indexed");
     CHECK(fastsock_send_array(fd, src, FASTSOCK_UINT32, 0, 2 * N) == 0, "send u32");
+    foreign_selections(fd, 1, src, NULL);
     return;
   }
   const int foreign = fastsock_native_byte_order() == FASTSOCK_ORDER_LITTLE ? FASTSOCK_ORDER_BIG
@@ -215,6 +322,7 @@ static void byte_order(int fd, int sending) {
           "the shim without the library cannot convert: ENOSYS");
     for (int i = 0; i < 4; ++i) plain_read(fd, got, sizeof src);
     plain_read(fd, got, nidx * 8);
+    plain_read(fd, got, FOREIGN_SELECTION_BYTES);
     printf("skip: byte-order conversion needs the library (the plain fallback never converts)\n");
     return;
   }
@@ -261,7 +369,10 @@ static void byte_order(int fd, int sending) {
   memcpy(want, src, sizeof src);
   swap_each(want, 4, 2 * N);
   CHECK(memcmp(got, want, sizeof src) == 0, "u32 via nb, resumed mid-element, not converted");
+  const int dribbled = foreign_selections(fd, 0, src, got);
   CHECK(fastsock_set_peer_byte_order(fd, fastsock_native_byte_order()) == 0, "reset order");
+  OK("byte order: strided_nb and indexed_nb resumed mid-element, multi-strided, and a "
+     "dribbled indexed_nb (%d steps ended mid-element) converted once per element", dribbled);
   OK("byte order: u64, double, u16, indexed with a repeated index and nb u32 resumed "
      "mid-element all converted from a simulated %s-endian peer",
      foreign == FASTSOCK_ORDER_BIG ? "big" : "little");
@@ -309,6 +420,172 @@ static void nonblocking(int fd, int sending) {
   free(got);
 }
 
+// ---- multi-strided regions: faces of a 3-D array, against element-by-element loops ----
+
+#define NX 10
+#define NY 12
+#define NZ 14
+#define AT(x, y, z) (((size_t)(x) * NY + (y)) * NZ + (z))
+
+// A region of the cube and its element-by-element description: elements (x, y, z) with
+// x in [x0, x1), y in [y0, y1), z in [z0, z1), in x-major order.
+struct region {
+  const char* name;
+  size_t offset, nlevels, blocklen;
+  struct fastsock_level levels[3];
+  int x0, x1, y0, y1, z0, z1;
+};
+
+// The halo faces of the cube's interior (ghost layer of 1 excluded) and a sub-cube written
+// with two and with three levels. Each region's levels must select exactly its box.
+static const struct region kRegions[] = {
+    {"x face (x=1)", AT(1, 1, 1), 1, NZ - 2, {{NY - 2, NZ}}, 1, 2, 1, NY - 1, 1, NZ - 1},
+    {"y face (y=NY-2)", AT(1, NY - 2, 1), 1, NZ - 2, {{NX - 2, NY * NZ}}, 1, NX - 1, NY - 2,
+     NY - 1, 1, NZ - 1},
+    {"z face (z=1)", AT(1, 1, 1), 2, 1, {{NX - 2, NY * NZ}, {NY - 2, NZ}}, 1, NX - 1, 1, NY - 1,
+     1, 2},
+    {"z face (z=NZ-2)", AT(1, 1, NZ - 2), 2, 1, {{NX - 2, NY * NZ}, {NY - 2, NZ}}, 1, NX - 1, 1,
+     NY - 1, NZ - 2, NZ - 1},
+    {"sub-cube, 2 levels", AT(2, 3, 4), 2, 5, {{4, NY * NZ}, {6, NZ}}, 2, 6, 3, 9, 4, 9},
+    {"sub-cube, 3 levels", AT(2, 3, 4), 3, 1, {{4, NY * NZ}, {6, NZ}, {5, 1}}, 2, 6, 3, 9, 4, 9},
+    {"whole cube, 0 levels", 0, 0, NX * NY * NZ, {{0, 0}}, 0, NX, 0, NY, 0, NZ},
+};
+
+// The region's elements of `cube`, packed in x-major order; returns their count.
+static size_t pack_region(const struct region* r, const double* cube, double* out) {
+  size_t n = 0;
+  for (int x = r->x0; x < r->x1; ++x)
+    for (int y = r->y0; y < r->y1; ++y)
+      for (int z = r->z0; z < r->z1; ++z) out[n++] = cube[AT(x, y, z)];
+  return n;
+}
+static int in_region(const struct region* r, int x, int y, int z) {
+  return x >= r->x0 && x < r->x1 && y >= r->y0 && y < r->y1 && z >= r->z0 && z < r->z1;
+}
+
+static void multistrided(int fd, int sending) {
+  static double cube[NX * NY * NZ], got[NX * NY * NZ], packed[NX * NY * NZ],
+      flat[NX * NY * NZ];
+  const size_t nregions = sizeof kRegions / sizeof kRegions[0];
+  fill(cube, FASTSOCK_DOUBLE, NX * NY * NZ, 23);
+  for (size_t i = 0; i < nregions; ++i) {
+    const struct region* r = &kRegions[i];
+    const size_t n = pack_region(r, cube, packed);
+    if (sending) {
+      // Gather (read plainly by the peer), then scatter of a plain write.
+      CHECK(fastsock_send_multistrided(fd, cube, FASTSOCK_DOUBLE, r->offset, r->levels,
+                                       r->nlevels, r->blocklen) == 0, "send %s", r->name);
+      plain_write(fd, packed, n * sizeof(double));
+      continue;
+    }
+    plain_read(fd, flat, n * sizeof(double));
+    CHECK(memcmp(flat, packed, n * sizeof(double)) == 0, "%s: gathered elements differ",
+          r->name);
+    memset(got, 0, sizeof got);
+    CHECK(fastsock_recv_multistrided(fd, got, FASTSOCK_DOUBLE, r->offset, r->levels, r->nlevels,
+                                     r->blocklen) == 0, "recv %s", r->name);
+    for (int x = 0; x < NX; ++x)
+      for (int y = 0; y < NY; ++y)
+        for (int z = 0; z < NZ; ++z)
+          CHECK(got[AT(x, y, z)] == (in_region(r, x, y, z) ? cube[AT(x, y, z)] : 0.0),
+                "%s: scatter, element (%d,%d,%d)", r->name, x, y, z);
+  }
+  OK("multi-strided: %zu regions of a %dx%dx%d array (4 halo faces, a sub-cube in 2 and 3 "
+     "levels, 0 levels) gathered and scattered as element-by-element loops say", nregions,
+     NX, NY, NZ);
+}
+
+// ---- non-blocking strided, indexed and multi-strided, large enough to need many steps --
+
+#define NB_ELEMS (1u << 20) /* 8 MiB of doubles */
+#define NB_CUBE 96          /* a 96^3 cube of doubles: 6.75 MiB */
+
+// One whole nb transfer: steps until complete, polling on EAGAIN. Returns the steps taken.
+typedef int (*nb_step)(int fd, void* a, size_t* done, int sending);
+static int nb_loop(int fd, void* a, size_t total, nb_step step, int sending, const char* what) {
+  size_t done = 0, prev = 0;
+  int steps = 0;
+  // The receiver starts late, so the sender fills the socket (or ring) and has to resume.
+  if (!sending) poll(NULL, 0, 50);
+  for (;;) {
+    const int rc = step(fd, a, &done, sending);
+    CHECK(done >= prev && done <= total, "%s: progress went backwards or beyond", what);
+    prev = done;
+    ++steps;
+    if (rc == 0) break;
+    CHECK(errno == EAGAIN, "%s: nb step", what);
+    await(fd, sending);
+  }
+  CHECK(done == total, "%s: complete means done == %zu, not %zu", what, total, done);
+  return steps;
+}
+
+// Blocks of 3 every 4 doubles: 6 MiB.
+static int strided_step(int fd, void* a, size_t* done, int sending) {
+  return sending ? fastsock_send_strided_nb(fd, a, FASTSOCK_DOUBLE, 1, NB_ELEMS / 4, 4, 3, done)
+                 : fastsock_recv_strided_nb(fd, a, FASTSOCK_DOUBLE, 1, NB_ELEMS / 4, 4, 3, done);
+}
+// Every fourth element, last to first, each twice in a row: a reversed, repeated gather.
+static size_t* g_nb_idx;
+#define NB_NIDX (NB_ELEMS / 2)
+static int indexed_step(int fd, void* a, size_t* done, int sending) {
+  return sending ? fastsock_send_indexed_nb(fd, a, FASTSOCK_DOUBLE, g_nb_idx, NB_NIDX, done)
+                 : fastsock_recv_indexed_nb(fd, a, FASTSOCK_DOUBLE, g_nb_idx, NB_NIDX, done);
+}
+// The cube's interior, one layer in from every side, in two levels over rows.
+static const struct fastsock_level kCubeLevels[] = {{NB_CUBE - 2, NB_CUBE * NB_CUBE},
+                                                    {NB_CUBE - 2, NB_CUBE}};
+#define NB_CUBE_FIRST ((size_t)NB_CUBE * NB_CUBE + NB_CUBE + 1)
+static int cube_step(int fd, void* a, size_t* done, int sending) {
+  return sending ? fastsock_send_multistrided_nb(fd, a, FASTSOCK_DOUBLE, NB_CUBE_FIRST,
+                                                 kCubeLevels, 2, NB_CUBE - 2, done)
+                 : fastsock_recv_multistrided_nb(fd, a, FASTSOCK_DOUBLE, NB_CUBE_FIRST,
+                                                 kCubeLevels, 2, NB_CUBE - 2, done);
+}
+
+static void nonblocking_selections(int fd, int sending) {
+  const size_t bytes = NB_ELEMS * sizeof(double);
+  double* a = malloc(bytes);
+  double* got = calloc(NB_ELEMS, sizeof(double));
+  g_nb_idx = malloc(NB_NIDX * sizeof(size_t));
+  CHECK(a && got && g_nb_idx, "malloc");
+  fill(a, FASTSOCK_DOUBLE, NB_ELEMS, 29);
+  for (size_t i = 0; i < NB_NIDX; ++i) g_nb_idx[i] = NB_ELEMS - 2 - 4 * (i / 2);
+  const int flags = fcntl(fd, F_GETFL);
+  CHECK(fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, "O_NONBLOCK");
+  void* buf = sending ? (void*)a : (void*)got;
+  const int s1 = nb_loop(fd, buf, NB_ELEMS / 4 * 3 * sizeof(double), strided_step, sending,
+                         "strided_nb");
+  if (!sending)
+    for (size_t i = 0; i < NB_ELEMS; ++i)
+      CHECK(got[i] == (i >= 1 && (i - 1) % 4 < 3 ? a[i] : 0.0),
+            "strided_nb element %zu", i);
+  memset(got, 0, bytes);
+  const int s2 = nb_loop(fd, buf, NB_NIDX * sizeof(double), indexed_step, sending, "indexed_nb");
+  if (!sending)
+    for (size_t i = 0; i < NB_ELEMS; ++i)
+      CHECK(got[i] == (i % 4 == (NB_ELEMS - 2) % 4 ? a[i] : 0.0), "indexed_nb element %zu", i);
+  memset(got, 0, bytes);
+  const size_t inner = (size_t)(NB_CUBE - 2) * (NB_CUBE - 2) * (NB_CUBE - 2);
+  const int s3 = nb_loop(fd, buf, inner * sizeof(double), cube_step, sending, "multistrided_nb");
+  if (!sending)
+    for (size_t x = 0; x < NB_CUBE; ++x)
+      for (size_t y = 0; y < NB_CUBE; ++y)
+        for (size_t z = 0; z < NB_CUBE; ++z) {
+          const size_t i = (x * NB_CUBE + y) * NB_CUBE + z;
+          const int in = x > 0 && x < NB_CUBE - 1 && y > 0 && y < NB_CUBE - 1 && z > 0 &&
+                         z < NB_CUBE - 1;
+          CHECK(got[i] == (in ? a[i] : 0.0), "multistrided_nb element (%zu,%zu,%zu)", x, y, z);
+        }
+  CHECK(fcntl(fd, F_SETFL, flags) == 0, "restore flags");
+  OK("non-blocking selections on an O_NONBLOCK fd: strided 6 MiB in %d steps, indexed "
+     "(reversed, repeated) 4 MiB in %d, multi-strided cube interior in %d; scatter exact",
+     s1, s2, s3);
+  free(a);
+  free(got);
+  free(g_nb_idx);
+}
+
 // Every bad argument: -1, the errno, and nothing moved (the peer's next byte is the marker).
 static void bad_arguments(int fd, int sending) {
   double buf[16] = {0};
@@ -343,10 +620,47 @@ static void bad_arguments(int fd, int sending) {
           "indexed overflow");
     CHECK(fastsock_send_indexed(closed, buf, FASTSOCK_DOUBLE, idx, 1) == -1 && errno == EBADF,
           "indexed closed");
+    const struct fastsock_level lv[] = {{2, 4}, {2, 1}};
+    const struct fastsock_level huge_count[] = {{SIZE_MAX / 2, 1}, {4, 1}};
+    const struct fastsock_level huge_stride[] = {{2, SIZE_MAX / 2}, {2, 1}};
+    const struct fastsock_level wide[] = {{1u << 20, 0}, {1u << 20, 0}};
+    const struct fastsock_level empty[] = {{3, SIZE_MAX}, {0, 1}};
+    CHECK(fastsock_send_multistrided(fd, NULL, FASTSOCK_DOUBLE, 0, lv, 2, 1) == -1 &&
+          errno == EINVAL, "multistrided null base");
+    CHECK(fastsock_send_multistrided(fd, buf, FASTSOCK_DOUBLE, 0, NULL, 2, 1) == -1 &&
+          errno == EINVAL, "multistrided null levels");
+    CHECK(fastsock_send_multistrided(fd, buf, 0, 0, lv, 2, 1) == -1 && errno == EINVAL,
+          "multistrided type");
+    CHECK(fastsock_send_multistrided(fd, buf, FASTSOCK_DOUBLE, 0, huge_count, 2, 1) == -1 &&
+          errno == EOVERFLOW, "multistrided count product overflow");
+    CHECK(fastsock_send_multistrided(fd, buf, FASTSOCK_DOUBLE, 0, huge_stride, 2, 1) == -1 &&
+          errno == EOVERFLOW, "multistrided extent overflow");
+    CHECK(fastsock_send_multistrided(fd, buf, FASTSOCK_DOUBLE, 0, wide, 2, 1u << 20) == -1 &&
+          errno == EOVERFLOW, "multistrided total bytes overflow");
+    CHECK(fastsock_send_multistrided(fd, (char*)buf + 1, FASTSOCK_INT16, 0, lv, 2, 1) == -1 &&
+          errno == EINVAL, "multistrided misaligned");
+    CHECK(fastsock_send_multistrided(closed, buf, FASTSOCK_DOUBLE, 0, lv, 2, 1) == -1 &&
+          errno == EBADF, "multistrided closed fd");
+    CHECK(fastsock_send_multistrided_nb(fd, buf, FASTSOCK_DOUBLE, 0, lv, 2, 1, NULL) == -1 &&
+          errno == EINVAL, "multistrided_nb null done");
+    CHECK(fastsock_send_strided_nb(fd, buf, FASTSOCK_DOUBLE, 0, 2, 4, 1, NULL) == -1 &&
+          errno == EINVAL, "strided_nb null done");
+    CHECK(fastsock_send_strided_nb(closed, buf, FASTSOCK_DOUBLE, 0, 2, 4, 1, &done) == -1 &&
+          errno == EBADF && done == 0, "strided_nb closed fd");
+    done = 17;
+    CHECK(fastsock_send_strided_nb(fd, buf, FASTSOCK_DOUBLE, 0, 2, 4, 1, &done) == -1 &&
+          errno == EINVAL && done == 17, "strided_nb done beyond the selection");
+    done = 0;
+    CHECK(fastsock_send_indexed_nb(fd, buf, FASTSOCK_DOUBLE, idx, 2, &done) == -1 &&
+          errno == EOVERFLOW, "indexed_nb overflow");
+    CHECK(fastsock_send_indexed_nb(fd, buf, FASTSOCK_DOUBLE, idx, 1, NULL) == -1 &&
+          errno == EINVAL, "indexed_nb null done");
+    CHECK(fastsock_send_multistrided(fd, buf, FASTSOCK_DOUBLE, 0, empty, 2, 1) == 0,
+          "a level of count 0 selects nothing, whatever the strides");
     CHECK(fastsock_send_array(fd, buf, FASTSOCK_DOUBLE, 3, 0) == 0, "count 0 sends nothing");
     const unsigned char marker = MARKER;
     plain_write(fd, &marker, 1);
-    OK("15 bad sends: -1 with EINVAL/EOVERFLOW/EBADF; then the marker");
+    OK("29 bad sends: -1 with EINVAL/EOVERFLOW/EBADF; then the marker");
     return;
   }
   // Bad receives consume nothing either: the marker is still the next byte.
@@ -358,15 +672,20 @@ static void bad_arguments(int fd, int sending) {
   CHECK(fastsock_recv_strided(fd, buf, 77, 0, 1, 1, 1) == -1 && errno == EINVAL, "type");
   CHECK(fastsock_recv_indexed(fd, buf, FASTSOCK_DOUBLE, idx, 2) == -1 && errno == EOVERFLOW,
         "indexed");
+  CHECK(fastsock_recv_strided_nb(fd, buf, FASTSOCK_INT64, 0, 2, 4, 1, NULL) == -1 &&
+        errno == EINVAL, "strided_nb receive, null done");
+  CHECK(fastsock_recv_multistrided(fd, (char*)buf + 4, FASTSOCK_DOUBLE, 0, NULL, 0, 1) == -1 &&
+        errno == EINVAL, "multistrided misaligned receive");
   unsigned char first = 0;
   plain_read(fd, &first, 1);
   CHECK(first == MARKER, "the first byte after the bad calls is 0x%02x, not the marker", first);
-  OK("bad sends moved nothing (the next byte is the marker); 5 bad receives consumed nothing");
+  OK("bad sends moved nothing (the next byte is the marker); 7 bad receives consumed nothing");
 }
 
 typedef void (*case_fn)(int fd, int sending);
-static const case_fn kCases[] = {every_type, portions,     strided,      indexed,
-                                 byte_order, nonblocking, bad_arguments};
+static const case_fn kCases[] = {every_type,   portions,    strided,
+                                 indexed,      byte_order,  nonblocking,
+                                 multistrided, nonblocking_selections, bad_arguments};
 
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);

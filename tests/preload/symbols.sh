@@ -16,7 +16,10 @@ epoll_wait epoll_pwait epoll_pwait2 fork vfork execve execv execvp execvpe execl
 execle fexecve execveat _exit _Exit __read_chk __recv_chk __recvfrom_chk __poll_chk __ppoll_chk"
 api_required="fastsock_version fastsock_transport fastsock_send_array fastsock_recv_array
 fastsock_send_array_nb fastsock_recv_array_nb fastsock_send_strided fastsock_recv_strided
-fastsock_send_indexed fastsock_recv_indexed fastsock_set_peer_byte_order fastsock_peer_byte_order"
+fastsock_send_indexed fastsock_recv_indexed fastsock_set_peer_byte_order fastsock_peer_byte_order
+fastsock_send_strided_nb fastsock_recv_strided_nb fastsock_send_indexed_nb fastsock_recv_indexed_nb
+fastsock_send_multistrided fastsock_recv_multistrided fastsock_send_multistrided_nb
+fastsock_recv_multistrided_nb"
 
 nm -D --defined-only "$FASTSOCK_LIB" >"$WORK/nm.out" 2>&1 || fail "nm -D failed: $(cat "$WORK/nm.out")"
 # "ADDRESS TYPE NAME[@@VERSION]"

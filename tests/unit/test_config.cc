@@ -407,6 +407,7 @@ TEST_CASE("config_from: defaults when nothing is set", "[config][env]") {
   CHECK(c.log_file.empty());
   CHECK(c.spin_us == 50);
   CHECK(c.stats_enabled);
+  CHECK_FALSE(c.zerocopy);
   CHECK(c.rules_path.empty());
   CHECK(c.rules.empty());
   CHECK_FALSE(c.pass_through_forced);
@@ -419,6 +420,7 @@ TEST_CASE("config_from: every variable set", "[config][env]") {
                                 {"FASTSOCK_LOG_FILE", "/tmp/fastsock.log"},
                                 {"FASTSOCK_SPIN_US", "0"},
                                 {"FASTSOCK_STATS", "off"},
+                                {"FASTSOCK_ZEROCOPY", "on"},
                                 {"FASTSOCK_RULES", "/etc/fastsock.rules"}},
                                "use shm client * *\nuse verbs server * *\n");
   CHECK(c.chain == Chain{verbs, shm, tcp});
@@ -426,6 +428,7 @@ TEST_CASE("config_from: every variable set", "[config][env]") {
   CHECK(c.log_file == "/tmp/fastsock.log");
   CHECK(c.spin_us == 0);
   CHECK_FALSE(c.stats_enabled);
+  CHECK(c.zerocopy);
   CHECK(c.rules_path == "/etc/fastsock.rules");
   REQUIRE(c.rules.size() == 2);
   CHECK(c.rules[1].direction == Direction::server);
@@ -469,6 +472,11 @@ TEST_CASE("config_from: a malformed setting forces pass-through", "[config][env]
   c = config_with({{"FASTSOCK_STATS", "maybe"}});
   CHECK(c.pass_through_forced);
   CHECK(c.error.rfind("FASTSOCK_STATS: invalid boolean 'maybe'", 0) == 0);
+
+  c = config_with({{"FASTSOCK_ZEROCOPY", "2"}});
+  CHECK(c.pass_through_forced);
+  CHECK_FALSE(c.zerocopy);
+  CHECK(c.error.rfind("FASTSOCK_ZEROCOPY: invalid boolean '2'", 0) == 0);
 
   c = config_with({{"FASTSOCK_TRANSPORTS", ""}});
   CHECK(c.pass_through_forced);
