@@ -15,6 +15,7 @@
 
 #include "cancel_point.hpp"
 #include "endpoint.hpp"
+#include "internal_fds.hpp"
 #include "log.hpp"
 #include "real.hpp"
 #include "shm_process.hpp"
@@ -104,6 +105,9 @@ ssize_t kernel_send(int fd, const iovec* iov, int iovcnt, int flags) {
 
 Conn::~Conn() {
   std::free(leftover_);
+  // Forgotten before closed: the number may be reused at once (internal_fds.hpp).
+  internal_fds::remove(own_bell_);
+  internal_fds::remove(peer_bell_);
   if (own_bell_ >= 0) sys::close(own_bell_);
   if (peer_bell_ >= 0) sys::close(peer_bell_);
 }
@@ -118,6 +122,7 @@ int Conn::prepare(const sockaddr* dst, socklen_t len, const char** why) {
     return -st.err;
   }
   own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  internal_fds::add(own_bell_);  // out of the application's close loops
   if (own_bell_ < 0) {
     *why = "cannot create an eventfd";
     return -errno;
@@ -169,6 +174,7 @@ int Conn::start_acceptor(Handshake& handshake, const char** why) {
     return -EPROTO;
   }
   peer_bell_ = bell;
+  internal_fds::add(peer_bell_);
   if (Status st = segment_.attach(memfd, options_.limits); !st.ok()) {
     *why = st.reason;
     (void)handshake.reject(st.reason, &ignored);
@@ -178,6 +184,7 @@ int Conn::start_acceptor(Handshake& handshake, const char** why) {
   // passed). Kept open it would cost a descriptor per accepted connection.
   segment_.close_fd();
   own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  internal_fds::add(own_bell_);  // out of the application's close loops
   if (own_bell_ < 0) {
     *why = "cannot create an eventfd";
     (void)handshake.reject(*why, &ignored);
@@ -228,6 +235,7 @@ bool Conn::check_peer() {
       const int bell = fds.take(0);
       if (bell < 0) break;
       peer_bell_ = bell;
+      internal_fds::add(peer_bell_);
       if (reply.pid == current_pid()) segment_.set_peer_in_this_process(true);
       notifier_.set_peer(peer_bell_);
       phase_ = Phase::active;

@@ -10,6 +10,7 @@
 
 #include "cancel_point.hpp"
 #include "fd_table.hpp"
+#include "internal_fds.hpp"
 #include "process.hpp"
 #include "ptr_set.hpp"
 #include "real.hpp"
@@ -80,11 +81,12 @@ EpollSet* find_or_create_set(int epfd) {
   if (!set) return nullptr;
   set->epfd = epfd;
   set->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  internal_fds::add(set->bell);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = set;
   if (set->bell < 0 || real().epoll_ctl(epfd, EPOLL_CTL_ADD, set->bell, &ev) != 0) {
-    if (set->bell >= 0) real().close(set->bell);
+    if (set->bell >= 0) internal_fds::close(set->bell);
     delete set;
     return nullptr;
   }
@@ -97,7 +99,7 @@ EpollSet* find_or_create_set(int epfd) {
 void destroy_set(EpollSet* set) {
   for (EpollSet** p = &g_sets; *p; p = &(*p)->next)
     if (*p == set) { *p = set->next; break; }
-  real().close(set->bell);
+  internal_fds::close(set->bell);
   g_set_count.fetch_sub(1, std::memory_order_relaxed);
   delete set;
 }

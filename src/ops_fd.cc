@@ -8,6 +8,7 @@
 
 #include "epoll_merge.hpp"
 #include "fd_table.hpp"
+#include "internal_fds.hpp"
 #include "log.hpp"
 #include "ops.hpp"
 #include "real.hpp"
@@ -34,6 +35,8 @@ void closing_range(unsigned first, unsigned last) {
 }  // namespace
 
 long close(int fd) {
+  // Never handed to the application: to it the number is not open (internal_fds.hpp).
+  if (internal_fds::contains(fd)) return -EBADF;
   closing(fd);
   // Forget first: once the kernel closes the number it may be reused at once by another
   // thread's socket(), and that new entry must not be the one we remove.
@@ -42,8 +45,8 @@ long close(int fd) {
 }
 
 long close_range(unsigned first, unsigned last, int flags) {
-  const int rc = real().close_range(first, last, flags);
-  if (rc != 0) return -errno;
+  if (first > last) return -EINVAL;
+  if (const long rc = internal_fds::close_range_sparing(first, last, flags); rc != 0) return rc;
   if (!(flags & CLOSE_RANGE_CLOEXEC)) {
     closing_range(first, last);
     fd_table::remove_range(first, last);
@@ -54,7 +57,9 @@ long close_range(unsigned first, unsigned last, int flags) {
 void closefrom(int lowfd) {
   if (lowfd < 0) lowfd = 0;
   closing_range(unsigned(lowfd), ~0u);
-  real().closefrom(lowfd);
+  // Without close_range (kernels before 5.9) glibc's own fallback walks /proc/self/fd and
+  // cannot spare the library's descriptors.
+  if (internal_fds::close_range_sparing(unsigned(lowfd), ~0u, 0) != 0) real().closefrom(lowfd);
   fd_table::remove_range(unsigned(lowfd), ~0u);
 }
 

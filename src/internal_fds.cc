@@ -1,0 +1,108 @@
+#include "internal_fds.hpp"
+
+#include <linux/close_range.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+
+#include "fd_table.hpp"
+#include "real.hpp"
+
+namespace fastsock::internal_fds {
+
+namespace {
+
+// A bitmap over every descriptor number, in chunks mapped on first use (zero pages until
+// then), like the fd table. Internal descriptors are few; the map only has to make the
+// close() check two loads.
+constexpr unsigned kWordsPerChunk = 4096;
+constexpr unsigned kBitsPerChunk = kWordsPerChunk * 64;
+constexpr unsigned kChunks = unsigned(fd_table::kMaxFd) / kBitsPerChunk;
+using Word = std::atomic<uint64_t>;
+std::atomic<Word*> g_chunks[kChunks];
+// One past the highest chunk that ever held a descriptor: range walks stop there.
+std::atomic<unsigned> g_chunk_limit{0};
+
+Word* word_of(int fd, bool create) noexcept {
+  if (fd < 0 || fd >= fd_table::kMaxFd) return nullptr;
+  const unsigned c = unsigned(fd) / kBitsPerChunk;
+  Word* chunk = g_chunks[c].load(std::memory_order_acquire);
+  if (!chunk && create) {
+    void* p = mmap(nullptr, sizeof(Word) * kWordsPerChunk, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    auto* fresh = static_cast<Word*>(p);
+    if (g_chunks[c].compare_exchange_strong(chunk, fresh, std::memory_order_acq_rel)) {
+      chunk = fresh;
+      unsigned seen = g_chunk_limit.load(std::memory_order_relaxed);
+      while (seen < c + 1 && !g_chunk_limit.compare_exchange_weak(seen, c + 1)) {}
+    } else {
+      munmap(p, sizeof(Word) * kWordsPerChunk);  // another thread won the race
+    }
+  }
+  return chunk ? &chunk[(unsigned(fd) % kBitsPerChunk) / 64] : nullptr;
+}
+
+uint64_t bit_of(int fd) noexcept { return uint64_t{1} << (unsigned(fd) % 64); }
+
+// The lowest internal descriptor in [from, last], or -1.
+long next_internal(unsigned from, unsigned last) noexcept {
+  const unsigned limit_fd = g_chunk_limit.load(std::memory_order_acquire) * kBitsPerChunk;
+  if (limit_fd == 0) return -1;
+  if (last >= limit_fd) last = limit_fd - 1;
+  for (unsigned fd = from; fd <= last;) {
+    Word* chunk = g_chunks[fd / kBitsPerChunk].load(std::memory_order_acquire);
+    if (!chunk) {
+      fd = (fd / kBitsPerChunk + 1) * kBitsPerChunk;
+      continue;
+    }
+    uint64_t bits = chunk[(fd % kBitsPerChunk) / 64].load(std::memory_order_acquire);
+    bits &= ~uint64_t{0} << (fd % 64);
+    if (bits) {
+      const unsigned found = fd - fd % 64 + unsigned(__builtin_ctzll(bits));
+      return found <= last ? long(found) : -1;
+    }
+    fd = fd - fd % 64 + 64;
+  }
+  return -1;
+}
+
+}  // namespace
+
+void add(int fd) noexcept {
+  if (Word* w = word_of(fd, true)) w->fetch_or(bit_of(fd), std::memory_order_release);
+}
+
+void remove(int fd) noexcept {
+  if (Word* w = word_of(fd, false)) w->fetch_and(~bit_of(fd), std::memory_order_release);
+}
+
+int close(int fd) noexcept {
+  remove(fd);
+  return real().close(fd);
+}
+
+bool contains(int fd) noexcept {
+  const Word* w = word_of(fd, false);
+  return w && (w->load(std::memory_order_acquire) & bit_of(fd));
+}
+
+long close_range_sparing(unsigned first, unsigned last, int flags) noexcept {
+  // Setting close-on-exec on ours is harmless (they have it): only closing must spare them.
+  const bool spare = !(flags & CLOSE_RANGE_CLOEXEC);
+  while (first <= last) {
+    const long hole = spare ? next_internal(first, last) : -1;
+    const unsigned end = hole < 0 ? last : unsigned(hole) - 1;
+    if (hole < 0 || unsigned(hole) > first) {
+      if (real().close_range(first, end, flags) != 0) return -errno;
+      flags &= ~int(CLOSE_RANGE_UNSHARE);  // the table is already private after the first
+    }
+    if (hole < 0 || unsigned(hole) == last) break;
+    first = unsigned(hole) + 1;
+  }
+  return 0;
+}
+
+}  // namespace fastsock::internal_fds

@@ -1,0 +1,61 @@
+// The library's own descriptors are spared by the application's close_range/closefrom and
+// refused to its close() (src/internal_fds.hpp).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <unistd.h>
+
+#include "internal_fds.hpp"
+
+namespace fs = fastsock::internal_fds;
+
+namespace {
+bool is_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
+
+// /dev/null at exactly `fd`.
+void open_at(int fd) {
+  const int tmp = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(tmp >= 0);
+  REQUIRE(dup2(tmp, fd) == fd);
+  close(tmp);
+}
+}  // namespace
+
+TEST_CASE("membership: add, remove, and numbers far apart") {
+  CHECK_FALSE(fs::contains(-1));
+  fs::add(-1);  // ignored
+  for (int fd : {600, 640, 1 << 20, (1 << 18) - 1, 1 << 18}) {
+    CHECK_FALSE(fs::contains(fd));
+    fs::add(fd);
+    CHECK(fs::contains(fd));
+    CHECK_FALSE(fs::contains(fd + 1));
+    fs::remove(fd);
+    CHECK_FALSE(fs::contains(fd));
+  }
+}
+
+TEST_CASE("close_range spares internal descriptors, across 64-bit word boundaries") {
+  const int fds[] = {510, 511, 512, 575, 576, 640, 700};
+  for (int fd : fds) open_at(fd);
+  fs::add(511);
+  fs::add(576);
+  fs::add(700);  // the last of the range
+  REQUIRE(fs::close_range_sparing(505, 700, 0) == 0);
+  CHECK_FALSE(is_open(510));
+  CHECK(is_open(511));
+  CHECK_FALSE(is_open(512));
+  CHECK_FALSE(is_open(575));
+  CHECK(is_open(576));
+  CHECK_FALSE(is_open(640));
+  CHECK(is_open(700));
+  // Close-on-exec is harmless to set on ours, and everything gets it.
+  open_at(650);
+  REQUIRE(fs::close_range_sparing(505, 700, CLOSE_RANGE_CLOEXEC) == 0);
+  CHECK((fcntl(650, F_GETFD) & FD_CLOEXEC) != 0);
+  CHECK(is_open(511));
+  close(650);
+  for (int fd : {511, 576, 700}) CHECK(fs::close(fd) == 0);
+  CHECK_FALSE(fs::contains(576));
+  CHECK_FALSE(is_open(576));
+}
