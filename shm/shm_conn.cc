@@ -406,6 +406,8 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
     } else if (read_shut_ && handoff_in_.readable(rx_) == 0) {
       return ssize_t(got);  // shutdown(SHUT_RD): end of stream once nothing is waiting
     } else {
+      if (expect_type_ != 0 && typed_mismatch(total - got))
+        return got ? ssize_t(got) : -EBADMSG;  // the bytes stay for an untyped read
       const size_t n = handoff_in_.read(rx_, part, parts, total - got, peek);
       if (n > 0) {
         if (!peek) (void)notifier_.space_freed();
@@ -440,6 +442,32 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       return w;
     }
   }
+}
+
+int Conn::typed(bool begin, bool sending, uint8_t type, uint64_t bytes) {
+  if (sending) {
+    std::lock_guard lock(send_lock_);
+    // The bytes go to the ring or by handoff exactly when send() finds the same state.
+    if (begin && phase_ == Phase::active && !tx_tcp_ && !resending_ && bytes > 0)
+      tx_control_.mark_typed(shm_sent_, shm_sent_ + bytes, type);
+    return 0;
+  }
+  std::lock_guard lock(recv_lock_);
+  expect_type_ = 0;
+  // Checked only where the receive's bytes are all shm stream bytes from here on.
+  if (begin && phase_ == Phase::active && !rx_tcp_ && tcp_bytes_due() == 0) {
+    expect_type_ = type;
+    expect_end_ = rx_.consumed() + bytes;
+  }
+  return 0;
+}
+
+bool Conn::typed_mismatch(size_t want) {
+  const uint64_t at = rx_.consumed();
+  if (at >= expect_end_) return false;
+  const size_t ready = handoff_in_.readable(rx_);
+  const uint64_t until = at + std::min<uint64_t>({uint64_t(want), uint64_t(ready), expect_end_ - at});
+  return until > at && rx_control_.typed_conflict(at, until, expect_type_);
 }
 
 ssize_t Conn::recv_tcp(int fd, const iovec* iov, int iovcnt, int flags) {

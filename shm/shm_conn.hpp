@@ -72,6 +72,10 @@ class Conn {
 
   ssize_t send(int fd, const iovec* iov, int iovcnt, int flags);
   ssize_t recv(int fd, const iovec* iov, int iovcnt, int flags);
+  // The typed API's element type out of band (Transport::typed): a send marks its bytes
+  // (Control::mark_typed), a receive expects `type` over its next `bytes` until it ends.
+  // Only while the direction is on shm; otherwise nothing is marked or checked.
+  int typed(bool begin, bool sending, uint8_t type, uint64_t bytes);
   long bytes_readable(int fd);
   short poll_now(int fd, short events);
   int wait_fds(int fd, short events, pollfd* out);
@@ -172,6 +176,12 @@ class Conn {
   uint64_t leftover_after_tcp_ = 0;  // TCP bytes that come before the leftover
   uint64_t resend_next_ = 0;  // ring counter of the next byte to resend
   unsigned calls_since_check_ = 0;
+  // The typed receive in progress: its element type (0: none) and the end of its bytes in
+  // shm stream bytes (rx_.consumed()).
+  uint8_t expect_type_ = 0;
+  uint64_t expect_end_ = 0;
+  // Whether the typed marks disagree with expect_type_ over the next `want` bytes.
+  bool typed_mismatch(size_t want);
 };
 
 }  // namespace fastsock::shm

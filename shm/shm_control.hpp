@@ -25,7 +25,8 @@ class Control {
  public:
   Control() = default;
   // Direction `dir` of a segment that must outlive this object.
-  Control(const Segment& segment, int dir) : dir_(&segment.layout()->dir[dir & 1]) {}
+  Control(const Segment& segment, int dir)
+      : dir_(&segment.layout()->dir[dir & 1]), marks_(&segment.layout()->marks[dir & 1]) {}
 
   // Producer: publishes the switch offset (release). Call once, before the first shm byte.
   void set_switch_offset(uint64_t tcp_bytes) {
@@ -43,6 +44,34 @@ class Control {
   bool peer_consumed(uint64_t produced, uint64_t& consumed) const {
     consumed = dir_->consumer.consumed.load(std::memory_order_acquire);
     return consumed <= produced;
+  }
+
+  // Producer: the shm stream bytes [start, end) are a typed send of element `type`
+  // (1..255; TypeMarks in shm_layout.hpp). The caller writes those bytes only afterwards.
+  void mark_typed(uint64_t start, uint64_t end, uint8_t type) {
+    const uint32_t seq = marks_->seq.load(std::memory_order_relaxed) & ~1u;  // we write it
+    marks_->seq.store(seq + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    TypeMark& m = marks_->mark[(seq / 2) % kTypeMarks];
+    m.start.store(start, std::memory_order_relaxed);
+    m.end.store(end, std::memory_order_relaxed);
+    m.type.store(type, std::memory_order_relaxed);
+    marks_->seq.store(seq + 2, std::memory_order_release);
+  }
+  // Consumer: whether a typed mark of another type than `type` covers part of the shm
+  // stream bytes [from, to). False when it cannot tell (the producer is writing a mark).
+  bool typed_conflict(uint64_t from, uint64_t to, uint8_t type) const {
+    const uint32_t seq = marks_->seq.load(std::memory_order_acquire);
+    if (seq & 1) return false;
+    bool conflict = false;
+    for (const TypeMark& m : marks_->mark) {
+      const uint32_t t = m.type.load(std::memory_order_relaxed);
+      if (t != 0 && t != type && m.start.load(std::memory_order_relaxed) < to &&
+          m.end.load(std::memory_order_relaxed) > from)
+        conflict = true;
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return conflict && marks_->seq.load(std::memory_order_relaxed) == seq;
   }
 
   // Either end. An unknown value reads as `dead`.
@@ -75,6 +104,7 @@ class Control {
   }
 
   Direction* dir_ = nullptr;
+  TypeMarks* marks_ = nullptr;
 };
 
 }  // namespace fastsock::shm

@@ -24,7 +24,8 @@
 namespace fastsock::shm {
 
 inline constexpr uint64_t kMagic = 0x6d68'736b'636f'7366ull;  // "fsockshm" little-endian
-inline constexpr uint32_t kVersion = 2;  // 2: SideLine::cpu; ring geometry (growth when not empty)
+// 2: SideLine::cpu; ring geometry (growth when not empty). 3: typed marks.
+inline constexpr uint32_t kVersion = 3;
 inline constexpr uint32_t kHeaderBytes = 4096;         // the layout, padded to one page
 inline constexpr uint32_t kMinWindow = 4096;           // smallest ring window (one page)
 inline constexpr uint32_t kMaxWindowLimit = 64u << 20; // largest max_window attach accepts
@@ -184,15 +185,40 @@ static_assert(offsetof(SideLine, pending) == 8);
 static_assert(offsetof(SideLine, cpu) == 12);
 static_assert(sizeof(SideLine) == 64);
 
+// The typed marks of one direction (the typed API's element type, out of band): its
+// producer records the shm stream range (ring plus handoff bytes) and element type of each
+// typed send, round robin over kTypeMarks entries, under a seqlock (`seq` odd while it
+// writes). A consumer's typed receive compares its type with the marks over the bytes it is
+// about to take. Only a hint: a reader that races the writer, or that the writer ran more
+// than kTypeMarks sends ahead of, checks nothing; garbage at worst fails a typed receive,
+// and never changes what the stream delivers.
+inline constexpr int kTypeMarks = 32;
+struct TypeMark {
+  std::atomic<uint64_t> start;
+  std::atomic<uint64_t> end;
+  std::atomic<uint32_t> type;  // 0: unused
+  uint32_t reserved;
+};
+static_assert(sizeof(TypeMark) == 24);
+struct alignas(64) TypeMarks {
+  std::atomic<uint32_t> seq;
+  uint32_t reserved;
+  TypeMark mark[kTypeMarks];
+};
+static_assert(offsetof(TypeMarks, mark) == 8);
+static_assert(sizeof(TypeMarks) == 832);
+
 struct Layout {
   SegmentHeader header;
   Direction dir[2];
   SideLine side[2];
+  TypeMarks marks[2];  // per direction
 };
 static_assert(offsetof(Layout, header) == 0);
 static_assert(offsetof(Layout, dir) == 64);
 static_assert(offsetof(Layout, side) == 576);
-static_assert(sizeof(Layout) == 704);
+static_assert(offsetof(Layout, marks) == 704);
+static_assert(sizeof(Layout) == 2368);
 static_assert(sizeof(Layout) <= kHeaderBytes);
 
 // The atomics must be plain memory words, identical in both processes.

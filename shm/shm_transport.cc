@@ -170,6 +170,10 @@ class ShmTransport final : public Transport {
   }
   void disarm(Socket& s) noexcept override { conn(s).after_wait(); }
   bool peer_shares_cpu(Socket& s) noexcept override { return conn(s).peer_on_my_cpu(); }
+  int typed(Socket& s, bool begin, bool sending, int type, uint64_t bytes) noexcept override {
+    if (!s.link_state || type <= 0 || type > 255) return 0;
+    return conn(s).typed(begin, sending, uint8_t(type), bytes);
+  }
   void option_set(Socket& s, int level, int name, const void* value,
                   socklen_t len) noexcept override {
     if (!s.link_state || level != SOL_SOCKET || name != SO_LINGER || len < socklen_t(sizeof(linger)))

@@ -6,6 +6,7 @@
 #include "api_zerocopy.hpp"
 #include "fd_table.hpp"
 #include "ops.hpp"
+#include "user_io.hpp"
 
 struct fastsock_io;
 namespace fastsock::api {
@@ -44,13 +45,21 @@ ssize_t lib_recvmsg(int fd, msghdr* msg, int flags) {
 int lib_poll(pollfd* fds, nfds_t n, int timeout) {
   return int(libc_style(ops::poll(fds, n, timeout)));
 }
+// The element type out of band, where the fd's link carries it (Transport::typed).
+int lib_typed(int fd, int begin, int sending, int type, size_t bytes) {
+  // Single bytes (FASTSOCK_BYTE, INT8, UINT8) have no order and agree with any type.
+  if (fastsock_type_size(type) <= 1) return 0;
+  SocketRef s = fd_table::lookup(fd);
+  Transport* link = s ? ops::user_link(*s) : nullptr;
+  return link ? int(libc_style(link->typed(*s, begin != 0, sending != 0, type, bytes))) : 0;
+}
 int lib_peer_order(int fd) {
   const int order = peer_byte_order(fd);
   return order > 0 ? order : fastsock_native_byte_order();
 }
 
 const fastsock_io* library_io() noexcept {
-  static const fastsock_io io = {lib_sendmsg, lib_recvmsg, lib_poll, lib_peer_order};
+  static const fastsock_io io = {lib_sendmsg, lib_recvmsg, lib_poll, lib_peer_order, lib_typed};
   return &io;
 }
 

@@ -84,6 +84,17 @@ class Transport {
   virtual void option_set(Socket& s, int level, int name, const void* value,
                           socklen_t len) noexcept = 0;
 
+  // The element type of a typed array call (include/fastsock/fastsock.h), for a link that
+  // carries it out of band. A send announces its `bytes` (begin); a receive expects `type`
+  // for its next `bytes` (begin) until the step ends (!begin), and its reads then fail with
+  // -EBADMSG, taking nothing, where the sender announced another type. Returns 0 or
+  // -errno. Links that cannot carry it (kernel TCP: the peer may not even run fastsock)
+  // keep this default.
+  virtual int typed(Socket& s, bool begin, bool sending, int type, uint64_t bytes) noexcept {
+    (void)s, (void)begin, (void)sending, (void)type, (void)bytes;
+    return 0;
+  }
+
   // Hands the connection back to the kernel for good, without losing or duplicating a
   // byte (design §3), because this process is about to do something the link cannot
   // follow: fork, exec, fdopen (stdio reads and writes inside glibc), passing the

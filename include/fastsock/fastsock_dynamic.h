@@ -26,7 +26,8 @@ static inline const struct fastsock_io* fastsock__libc_io(void);
 #define FASTSOCK_PORTABLE_IO fastsock__libc_io()
 #include "fastsock/fastsock_portable.h"
 static inline const struct fastsock_io* fastsock__libc_io(void) {
-  static const struct fastsock_io io = {sendmsg, recvmsg, poll, fastsock__native_peer_order};
+  static const struct fastsock_io io = {sendmsg, recvmsg, poll, fastsock__native_peer_order,
+                                        NULL};
   return &io;
 }
 

@@ -34,6 +34,12 @@ struct fastsock_io {
   int (*poll)(struct pollfd* fds, nfds_t n, int timeout);
   /* FASTSOCK_ORDER_LITTLE or _BIG: what the peer of `fd` sends. */
   int (*peer_order)(int fd);
+  /* Optional (NULL: none): the element type travelling out of band, where the link can
+   * carry it. Called with `begin` 1 before a typed call moves `bytes` (a send's whole
+   * selection, once; a receive's rest, at every step) and with `begin` 0 when the step
+   * ends. A receive's step fails with EBADMSG, before it takes a byte, where the sender
+   * marked those bytes with another type. Returns 0, or -1 with errno. */
+  int (*typed)(int fd, int begin, int sending, int type, size_t bytes);
 };
 
 /* The largest byte count a call can report (ssize_t's maximum; <limits.h> defines SSIZE_MAX
@@ -135,6 +141,7 @@ static inline ssize_t fastsock__once(int fd, int sending, struct iovec* iov, int
 struct fastsock__sel {
   char* base;    /* element 0 of the array */
   size_t size;   /* element size */
+  int type;      /* FASTSOCK_* element type */
   size_t runs;
   size_t run_len;
   size_t offset; /* element of run 0 (all but indexed) */
@@ -247,18 +254,33 @@ static inline int fastsock__move(int fd, const struct fastsock__sel* s, size_t* 
  * non-blocking step from *done (which must not exceed the selection's size). */
 static inline int fastsock__run_sel(int fd, const struct fastsock__sel* s, size_t* done,
                                     int sending) {
+  int (*typed)(int, int, int, int, size_t) = FASTSOCK_PORTABLE_IO->typed;
+  const size_t total = s->runs * s->run_len;
   size_t from = 0;
-  if (done == NULL) return fastsock__move(fd, s, &from, sending, 1);
-  if (*done > s->runs * s->run_len) return fastsock__fail(EINVAL);
-  return fastsock__move(fd, s, done, sending, 0);
+  int rc, saved;
+  if (done != NULL && *done > total) return fastsock__fail(EINVAL);
+  if (done == NULL) done = &from;
+  /* A send announces its whole selection once, at its first step; a receive expects its
+   * type for the rest of the selection at every step. */
+  if (typed != NULL && (!sending || *done == 0) && *done < total &&
+      typed(fd, 1, sending, s->type, total - *done) != 0)
+    return -1;
+  rc = fastsock__move(fd, s, done, sending, done == &from);
+  if (typed != NULL && !sending) {
+    saved = errno;
+    (void)typed(fd, 0, sending, s->type, 0);
+    errno = saved;
+  }
+  return rc;
 }
 
 /* A selection with nothing set: fields the kind does not use stay zero/NULL. */
-static inline struct fastsock__sel fastsock__empty_sel(void* base, size_t size) {
+static inline struct fastsock__sel fastsock__empty_sel(void* base, size_t size, int type) {
   struct fastsock__sel s;
   memset(&s, 0, sizeof s);
   s.base = (char*)base;
   s.size = size;
+  s.type = type;
   return s;
 }
 
@@ -271,7 +293,7 @@ static inline int fastsock__done_ok(int nb, const size_t* done) { return !nb || 
 static inline int fastsock__array(int fd, void* base, int type, size_t offset, size_t count,
                                   int nb, size_t* done, int sending) {
   const size_t size = fastsock__check(fd, base, type, offset, count);
-  struct fastsock__sel s = fastsock__empty_sel(base, size);
+  struct fastsock__sel s = fastsock__empty_sel(base, size, type);
   if (size == 0) return -1;
   if (!fastsock__done_ok(nb, done)) return fastsock__fail(EINVAL);
   /* One run: a single large call lets the link move the whole array at once (the shm
@@ -325,7 +347,7 @@ static inline int fastsock__strided(int fd, void* base, int type, size_t offset,
   if (!fastsock__mul(blocklen, size, &run_len) || !fastsock__total_ok(blocks, run_len))
     return fastsock__fail(EOVERFLOW);
   if (!fastsock__done_ok(nb, done)) return fastsock__fail(EINVAL);
-  s = fastsock__empty_sel(base, size);
+  s = fastsock__empty_sel(base, size, type);
   s.runs = run_len > 0 ? blocks : 0;
   s.run_len = run_len;
   s.offset = offset;
@@ -367,7 +389,7 @@ static inline int fastsock__indexed(int fd, void* base, int type, const size_t* 
   if (fastsock__check(fd, base, type, 0, count > 0 ? max + 1 : 0) == 0) return -1;
   if (!fastsock__total_ok(count, size)) return fastsock__fail(EOVERFLOW);
   if (!fastsock__done_ok(nb, done)) return fastsock__fail(EINVAL);
-  s = fastsock__empty_sel(base, size);
+  s = fastsock__empty_sel(base, size, type);
   s.runs = count;
   s.run_len = size;
   s.indices = indices;
@@ -419,7 +441,7 @@ static inline int fastsock__multistrided(int fd, void* base, int type, size_t of
   if (!fastsock__mul(blocklen, size, &run_len) || !fastsock__total_ok(runs, run_len))
     return fastsock__fail(EOVERFLOW);
   if (!fastsock__done_ok(nb, done)) return fastsock__fail(EINVAL);
-  s = fastsock__empty_sel(base, size);
+  s = fastsock__empty_sel(base, size, type);
   s.runs = run_len > 0 ? runs : 0;
   s.run_len = run_len;
   s.offset = offset;

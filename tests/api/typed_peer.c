@@ -682,10 +682,54 @@ static void bad_arguments(int fd, int sending) {
   OK("bad sends moved nothing (the next byte is the marker); 7 bad receives consumed nothing");
 }
 
+// The element type out of band: where the link carries it (shm: both ends run the library
+// on one host), a typed receive of another type than the typed sender's fails with EBADMSG
+// and takes nothing, so the same bytes can be read again with the right type; raw bytes
+// (FASTSOCK_BYTE) agree with any type. Elsewhere (TCP, no library) there is no channel for
+// it: the bytes are simply received, as a plain read would.
+static void type_agreement(int fd, int sending) {
+  double d[64];
+  int32_t w[32];
+  for (int i = 0; i < 64; ++i) d[i] = i * 0.5 + 0.25;
+  for (int i = 0; i < 32; ++i) w[i] = i * 7 - 100;
+  if (sending) {
+    CHECK(fastsock_send_array(fd, d, FASTSOCK_DOUBLE, 0, 64) == 0, "send doubles");
+    CHECK(fastsock_send_array(fd, w, FASTSOCK_INT32, 0, 32) == 0, "send int32s");
+    CHECK(fastsock_send_array(fd, d, FASTSOCK_DOUBLE, 0, 8) == 0, "send 8 doubles");
+    OK("typed doubles, int32s and doubles sent for the type checks");
+    return;
+  }
+  const char* link = fastsock_transport(fd);
+  const int carried = link != NULL && strcmp(link, "shm") == 0;
+  double got[64];
+  int64_t wrong[64];
+  if (carried) {
+    errno = 0;
+    CHECK(fastsock_recv_array(fd, wrong, FASTSOCK_INT64, 0, 64) == -1 && errno == EBADMSG,
+          "int64s received from a typed double sender");
+    CHECK(fastsock_recv_array(fd, got, FASTSOCK_DOUBLE, 0, 64) == 0 &&
+              memcmp(got, d, sizeof d) == 0, "the same bytes as doubles after the refusal");
+  } else {
+    CHECK(fastsock_recv_array(fd, wrong, FASTSOCK_INT64, 0, 64) == 0 &&
+              memcmp(wrong, d, sizeof d) == 0, "the bytes, as a plain read would give them");
+  }
+  int32_t w2[32];
+  CHECK(fastsock_recv_array(fd, w2, FASTSOCK_INT32, 0, 32) == 0 && memcmp(w2, w, sizeof w) == 0,
+        "int32s of the same type");
+  unsigned char raw[64];
+  CHECK(fastsock_recv_array(fd, raw, FASTSOCK_BYTE, 0, 64) == 0 && memcmp(raw, d, 64) == 0,
+        "raw bytes of typed doubles");
+  if (carried)
+    OK("type agreement on %s: a mismatch is EBADMSG with nothing taken; bytes agree with all", link);
+  else
+    OK("type agreement not carried on %s: bytes received as sent", link ? link : "plain sockets");
+}
+
 typedef void (*case_fn)(int fd, int sending);
 static const case_fn kCases[] = {every_type,   portions,    strided,
                                  indexed,      byte_order,  nonblocking,
-                                 multistrided, nonblocking_selections, bad_arguments};
+                                 multistrided, nonblocking_selections, type_agreement,
+                                 bad_arguments};
 
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
