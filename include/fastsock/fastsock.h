@@ -15,7 +15,9 @@
  * EBADF) is reported before a single byte moves. A blocking call on a non-blocking fd waits
  * in poll(); EINTR is retried. A stream that ends before the selection is complete gives
  * ECONNRESET; other errors after part of it moved leave the stream mid-selection (use the
- * _nb variants to know how far it got).
+ * _nb variants to know how far it got). Where the link carries the element type out of band
+ * (shm), a typed receive of bytes that were sent typed with another element type fails with
+ * EBADMSG before taking a byte (1-byte types agree with all; docs/api.md).
  */
 #ifndef FASTSOCK_FASTSOCK_H
 #define FASTSOCK_FASTSOCK_H
