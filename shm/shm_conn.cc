@@ -233,6 +233,18 @@ bool Conn::check_peer() {
       return false;
     case ReplyStatus::accepted: {
       const int bell = fds.take(0);
+      if (bell < 0 && confirmed) {
+        // The acceptor's eventfd did not come through (this process is out of
+        // descriptors: the kernel truncated it away) but the acceptor already sends on the
+        // ring. Reading the ring needs no eventfd of the peer's; this end just cannot wake
+        // the acceptor, so its own bytes go by TCP (send() moves them) and an acceptor
+        // waiting for room is freed by its stalled-ring rule.
+        peer_bell_missing_ = true;
+        phase_ = Phase::active;
+        LOG_DEBUG("shm: the acceptor's eventfd was not received (%s): this end sends on TCP",
+                  strerrordesc_np(EMFILE));
+        return true;
+      }
       if (bell < 0) break;
       peer_bell_ = bell;
       internal_fds::add(peer_bell_);
@@ -515,6 +527,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
   std::unique_lock lock(send_lock_);
   check_peer_cheap();
   if (int rc = serve_resend(fd, flags); rc < 0) return rc;
+  if (peer_bell_missing_ && phase_ == Phase::active && !tx_tcp_) move_tx_to_tcp(fd);
   if (phase_ == Phase::tcp || phase_ == Phase::awaiting_peer || tx_tcp_) {
     // Not switched (yet): the kernel carries this end's bytes, and counts them.
     const ssize_t n = kernel_send(fd, iov, iovcnt, flags | MSG_NOSIGNAL);

@@ -178,6 +178,9 @@ class Conn {
   unsigned calls_since_check_ = 0;
   // The typed receive in progress: its element type (0: none) and the end of its bytes in
   // shm stream bytes (rx_.consumed()).
+  // The acceptor's eventfd never arrived (check_peer): this end reads the ring but sends on
+  // TCP, since it cannot wake the acceptor.
+  bool peer_bell_missing_ = false;
   uint8_t expect_type_ = 0;
   uint64_t expect_end_ = 0;
   // Whether the typed marks disagree with expect_type_ over the next `want` bytes.

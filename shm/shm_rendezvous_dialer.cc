@@ -181,7 +181,11 @@ ReplyStatus Dialer::poll_reply(Reply& reply, PassedFds& fds, const char** why) n
   }
   WireError err = decode_reply(&wire, size_t(r.len), r.truncated, reply);
   if (!err && reply.nonce != nonce_) err = "reply to another hello (nonce differs)";
-  if (!err) err = check_control(r.control, reply.fd_count, r.ctrunc);
+  // An acceptance whose descriptor the kernel had to drop (this process is out of them:
+  // MSG_CTRUNC, none received) is still an acceptance: the caller decides what it can do
+  // without the descriptor (Conn::check_peer).
+  const bool fds_dropped = !err && reply.accepted && r.ctrunc && r.control.fd_count == 0;
+  if (!err && !fds_dropped) err = check_control(r.control, reply.fd_count, r.ctrunc);
   close();
   if (err) {
     close_fds(r.control.fds, r.control.fd_count);

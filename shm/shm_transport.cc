@@ -10,6 +10,7 @@
 #include <new>
 
 #include "config_load.hpp"
+#include "fd_budget.hpp"
 #include "log.hpp"
 #include "real.hpp"
 #include "shm_conn.hpp"
@@ -38,6 +39,10 @@ constexpr uint32_t kHelloBudgetUs = 20'000;
 // Why the last prepare_connect of this thread found no partner (read by attach, which runs
 // in the same connect() call).
 thread_local const char* t_prepare_why = nullptr;
+// src/fd_budget.hpp: the eventfds of more shm connections would eat into the descriptors
+// the application may still need.
+constexpr const char* kNoFdBudget =
+    "descriptors: half of RLIMIT_NOFILE in use, kept for the application";
 
 shm::ConnOptions conn_options() {
   return shm::ConnOptions{shm::Limits{}, kHandoffThreshold, config().spin_us};
@@ -91,6 +96,10 @@ class ShmTransport final : public Transport {
 
   void prepare_connect(Socket& s, const sockaddr* dst, socklen_t len) noexcept override {
     release(s);
+    if (!fd_budget::room_for_link(s.slot->fd)) {
+      t_prepare_why = kNoFdBudget;
+      return;
+    }
     t_prepare_why = "no fastsock listener";
     auto* c = new (std::nothrow) shm::Conn(conn_options());
     if (!c) {
@@ -131,6 +140,12 @@ class ShmTransport final : public Transport {
       if (match.status != shm::MatchStatus::matched) {
         snprintf(why, why_len, "%s", match.why ? match.why : "peer does not run fastsock");
         return match.error ? match.error : -ENOENT;
+      }
+      if (!fd_budget::room_for_link(s.slot->fd)) {
+        const char* ignored;
+        (void)match.handshake.reject(kNoFdBudget, &ignored);  // the connector stays on TCP
+        snprintf(why, why_len, "%s", kNoFdBudget);
+        return -EMFILE;
       }
       auto* c = new (std::nothrow) shm::Conn(conn_options());
       if (!c) {

@@ -89,6 +89,11 @@ const char* both_ends_link(void) {
   return link && *link ? link : "shm";
 }
 
+const char* fastsock_transport_of(int fd) {
+  transport_fn fn = api_transport();
+  return fn ? fn(fd) : NULL;
+}
+
 void expect_transport(int fd, const char* want) {
   transport_fn fn = api_transport();
   if (!fn) return;

@@ -36,6 +36,8 @@ const char* both_ends_link(void);
 // Checks fastsock_transport(fd) when the library is loaded: `want` is "tcp" for a tracked
 // TCP socket, NULL for a descriptor the library must not track. No-op without the library.
 void expect_transport(int fd, const char* want);
+// fastsock_transport(fd) when the library is loaded, else NULL.
+const char* fastsock_transport_of(int fd);
 
 // `expect-log:` lines for this process's pid (only printed when the library is loaded).
 // The text is "fastsock[<pid>] debug: " + the formatted text. In it, '|' separates parts

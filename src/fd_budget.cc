@@ -1,0 +1,30 @@
+#include "fd_budget.hpp"
+
+#include <sys/resource.h>
+
+#include <atomic>
+
+namespace fastsock::fd_budget {
+
+namespace {
+std::atomic<long> g_soft_limit{-1};  // -1: not read yet
+
+long read_soft_limit() noexcept {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
+  const long limit = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1ul << 30)
+                         ? long(1) << 30
+                         : long(rl.rlim_cur);
+  g_soft_limit.store(limit, std::memory_order_relaxed);
+  return limit;
+}
+}  // namespace
+
+bool room_for_link(int fd) noexcept {
+  if (fd < 0) return false;
+  long limit = g_soft_limit.load(std::memory_order_relaxed);
+  if (limit < 0 || fd >= limit / 2) limit = read_soft_limit();
+  return limit > 0 && fd < limit / 2;
+}
+
+}  // namespace fastsock::fd_budget
