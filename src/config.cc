@@ -472,6 +472,8 @@ Config config_from(EnvLookup env, std::string_view rules_text) {
     if (!parse_bool(v, c.stats_enabled, e)) report("FASTSOCK_STATS", e);
   if (const char* v = env("FASTSOCK_ZEROCOPY"))
     if (!parse_bool(v, c.zerocopy, e)) report("FASTSOCK_ZEROCOPY", e);
+  if (const char* v = env("FASTSOCK_FD_BUDGET"))
+    if (!parse_bool(v, c.fd_budget, e)) report("FASTSOCK_FD_BUDGET", e);
   if (const char* v = env("FASTSOCK_RULES")) {
     if (*v == '\0') {
       report("FASTSOCK_RULES", {0, "the path is empty"});

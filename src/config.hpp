@@ -58,6 +58,7 @@ struct Config {
   uint32_t spin_us = 50;        // busy-wait budget before sleeping (transports that wait)
   bool stats_enabled = true;    // publish /dev/shm/fastsock-stats.<pid> for `fastsock stat`
   bool zerocopy = false;        // MSG_ZEROCOPY for large typed sends on TCP (api_zerocopy.hpp)
+  bool fd_budget = true;        // links with descriptors of their own leave half (fd_budget.hpp)
   std::string rules_path;       // empty: no rules file
   std::vector<Rule> rules;
   // Set when any setting was malformed: the process runs in pass-through (tcp only).

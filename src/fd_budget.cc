@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "config_load.hpp"
+
 namespace fastsock::fd_budget {
 
 namespace {
@@ -22,6 +24,7 @@ long read_soft_limit() noexcept {
 
 bool room_for_link(int fd) noexcept {
   if (fd < 0) return false;
+  if (!config().fd_budget) return true;
   long limit = g_soft_limit.load(std::memory_order_relaxed);
   if (limit < 0 || fd >= limit / 2) limit = read_soft_limit();
   return limit > 0 && fd < limit / 2;

@@ -408,6 +408,7 @@ TEST_CASE("config_from: defaults when nothing is set", "[config][env]") {
   CHECK(c.spin_us == 50);
   CHECK(c.stats_enabled);
   CHECK_FALSE(c.zerocopy);
+  CHECK(c.fd_budget);
   CHECK(c.rules_path.empty());
   CHECK(c.rules.empty());
   CHECK_FALSE(c.pass_through_forced);
@@ -421,6 +422,7 @@ TEST_CASE("config_from: every variable set", "[config][env]") {
                                 {"FASTSOCK_SPIN_US", "0"},
                                 {"FASTSOCK_STATS", "off"},
                                 {"FASTSOCK_ZEROCOPY", "on"},
+                                {"FASTSOCK_FD_BUDGET", "off"},
                                 {"FASTSOCK_RULES", "/etc/fastsock.rules"}},
                                "use shm client * *\nuse verbs server * *\n");
   CHECK(c.chain == Chain{verbs, shm, tcp});
@@ -429,6 +431,7 @@ TEST_CASE("config_from: every variable set", "[config][env]") {
   CHECK(c.spin_us == 0);
   CHECK_FALSE(c.stats_enabled);
   CHECK(c.zerocopy);
+  CHECK_FALSE(c.fd_budget);
   CHECK(c.rules_path == "/etc/fastsock.rules");
   REQUIRE(c.rules.size() == 2);
   CHECK(c.rules[1].direction == Direction::server);
