@@ -397,14 +397,16 @@ bool Listener::handle_events(int n, const stats::Endpoint& want, int& found) noe
     if (tag == kRecordTag) {
       // New channels. The connector's Unix connect() returned before it sent its SYN, so
       // a channel made for the accepted connection is in this backlog now (or already in
-      // the table). Each new channel's intent (and maybe its hello) is read at once.
-      for (;;) {
+      // the table). Each new channel's intent (and maybe its hello) is read at once. FIFO:
+      // the wanted one is usually first; the rest stay in the backlog (reported again)
+      // rather than crowd the table.
+      while (!got) {
         const int fd = real().accept4(record_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
           if (errno == EINTR || errno == ECONNABORTED) continue;
           break;  // EAGAIN, or an error the next match() sees again
         }
-        admit(fd);
+        if (admit(fd) && (found = find_hello(want)) >= 0) got = true;
       }
       continue;
     }
@@ -429,10 +431,7 @@ bool Listener::handle_events(int n, const stats::Endpoint& want, int& found) noe
     }
     read_channel(e);
   }
-  if (const int i = find_hello(want); i >= 0) {
-    found = i;
-    got = true;
-  }
+  if (!got && (found = find_hello(want)) >= 0) got = true;
   return got;
 }
 
