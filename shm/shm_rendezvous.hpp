@@ -4,13 +4,17 @@
 //
 //   acceptor                                   connector
 //   Listener::open(local)  (after listen)
-//                                              Dialer::dial(dst)          before the SYN
+//                                              Dialer::dial(dst)          intent, before the SYN
 //                                              TCP connect()
 //                                              Dialer::send_hello(local, fds)
 //   TCP accept() -> peer
 //   Listener::match(peer, budget) -> Handshake
 //   Handshake::accept(fds) / reject(reason)
 //                                              Dialer::poll_reply()       any time later
+//
+// The messages travel on a channel (a SOCK_SEQPACKET connection to the listener's record)
+// that both ends keep open between handshakes: one handshake at a time per channel, one
+// channel per concurrent handshake of a connector process (shm_rendezvous_channels.hpp).
 //
 // Every function is noexcept, returns 0 / -errno or a status, and on failure points `why`
 // at a static sentence. libc calls go through fastsock::real().
@@ -127,8 +131,9 @@ struct MatchResult {
 class Listener {
  public:
   struct Options {
-    // Dialers read but not matched yet (their TCP connection may be accepted later). A
-    // burst of fastsock connectors larger than this loses its oldest to eviction: pass the
+    // Connectors' channels held: idle between handshakes, or with a connection announced
+    // or its hello read but not matched yet. When full, idle channels are evicted first
+    // (their connector dials a new one next time), then the oldest handshake: pass the
     // application's listen() backlog (about 100 bytes per entry, allocated at open()).
     int table_capacity = 128;
     // IPv6 wildcard listener with IPV6_V6ONLY set (its record gets another name).
@@ -153,13 +158,14 @@ class Listener {
     return open(local, Options{}, why);
   }
 
-  // The record's listening socket (readable when dialers are waiting), -1 when closed.
+  // The record's listening socket (readable when new channels are waiting), -1 when closed.
   int fd() const noexcept { return record_fd_; }
 
   // Called after the real TCP accept() returned a connection from `peer`: returns the
   // fastsock dialer of that connection, or not_fastsock. Waits at most `budget_us`
-  // microseconds, and only while a dialer has connected without sending its hello yet:
-  // the first `spin_us` of it polling without sleeping (Config::spin_us), then in ppoll.
+  // microseconds, and only while a channel has announced a connection without sending its
+  // hello yet: the first `spin_us` of it polling without sleeping (Config::spin_us), then
+  // in epoll_wait.
   MatchResult match(const stats::Endpoint& peer, uint32_t budget_us = kDefaultBudgetUs,
                     uint32_t spin_us = kDefaultSpinUs) noexcept;
 
@@ -199,6 +205,7 @@ class Listener {
   MatchResult take(Entry& e) noexcept;
   void give_back(int slot, bool reusable) noexcept;
   bool handle_events(int n, const stats::Endpoint& want, int& found) noexcept;
+  int adopt_after_fork() noexcept;
   MatchResult wait_for_hello(const stats::Endpoint& peer, uint32_t budget_us,
                              uint32_t spin_us) noexcept;
 
@@ -214,6 +221,7 @@ class Listener {
   int record_fd_ = -1;
   int presence_fd_ = -1;  // SOCK_DGRAM under the record's name: what dialers look for
   int epoll_fd_ = -1;     // the record and every channel
+  pid_t owner_pid_ = 0;   // the process whose channels the table holds
   struct epoll_event* events_ = nullptr;  // capacity_ + 1
   uid_t uid_ = 0;
   uint16_t port_ = 0;
@@ -242,12 +250,15 @@ class Dialer {
   Dialer& operator=(const Dialer&) = delete;
   ~Dialer() { close(); }
 
-  // Connects (non-blocking) to the record of the listener `dst` would reach, BEFORE the TCP
-  // connect. 0 when a record of this uid was found; -ECONNREFUSED "no fastsock listener";
-  // -EPERM when the record belongs to another uid (nothing is sent to it); -EAGAIN when
-  // the record's backlog is full; -EAFNOSUPPORT for a destination that is not IPv4/IPv6;
-  // other -errno from socket()/connect(). Never waits. Looks for records through a Unix
-  // datagram socket kept per thread (so a dial that finds none creates nothing).
+  // Announces a connection to the listener `dst` would reach, BEFORE the TCP connect: sends
+  // the intent on an idle channel kept from an earlier handshake of this process (one
+  // whose listener closed or restarted fails at once and is closed), or on a new channel
+  // (non-blocking Unix connect to the record, SO_PEERCRED checked). 0 when a record of
+  // this uid was found; -ECONNREFUSED "no fastsock listener"; -EPERM when the record
+  // belongs to another uid (nothing is sent to it); -EAGAIN when the record's backlog is
+  // full; -EAFNOSUPPORT for a destination that is not IPv4/IPv6; other -errno from
+  // socket()/connect()/sendmsg(). Never waits. Looks for records through a Unix datagram
+  // socket kept per thread (so a dial that finds none creates nothing).
   int dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexcept;
 
   // After the TCP connect returned 0 or EINPROGRESS: sends the hello with the connector's
@@ -257,11 +268,13 @@ class Dialer {
   int send_hello(const stats::Endpoint& local, const int* fds, int count,
                  const char** why) noexcept;
 
-  // Reads the answer without waiting. After any status but `pending` the Unix connection
-  // is closed (fd() becomes -1).
+  // Reads the answer without waiting. After any status but `pending` the channel is no
+  // longer this Dialer's (fd() becomes -1): after a well-formed reply (accepted or
+  // rejected) it is kept idle for the next connection to this destination, otherwise
+  // closed.
   ReplyStatus poll_reply(Reply& reply, PassedFds& fds, const char** why) noexcept;
 
-  // The Unix connection to the record: add it to a poll set (POLLIN) to wait for the reply.
+  // The channel to the record: add it to a poll set (POLLIN) to wait for the reply.
   int fd() const noexcept { return fd_; }
   uint64_t nonce() const noexcept { return nonce_; }
   // The port of the destination dialled (0 before dial()).

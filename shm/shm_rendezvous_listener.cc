@@ -141,6 +141,7 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
     return err;
   }
   epoll_fd_ = epfd;
+  owner_pid_ = current_pid();
   record_fd_ = fd;
   presence_fd_ = presence;
   uid_ = uid;
@@ -435,9 +436,39 @@ bool Listener::handle_events(int n, const stats::Endpoint& want, int& found) noe
   return got;
 }
 
+// In a process forked after open() (workers of a pre-fork server accepting on an inherited
+// socket): the record is shared, but the epoll set and the channels are the parent's. The
+// child closes its copies (the parent's stay open) and watches the record in a set of its
+// own, so that each process reads only the channels it accepted.
+int Listener::adopt_after_fork() noexcept {
+  for (int i = 0; i < capacity_; ++i) {
+    Entry& e = table_[i];
+    if (e.fd < 0) continue;
+    real().close(e.fd);
+    e.fd = -1;
+    e.fds.reset();
+    e.state = State::idle;
+  }
+  used_ = 0;
+  pending_ = 0;
+  real().close(epoll_fd_);
+  epoll_fd_ = real().epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return -errno;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kRecordTag;
+  if (real().epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, record_fd_, &ev) != 0) return -errno;
+  owner_pid_ = current_pid();
+  return 0;
+}
+
 MatchResult Listener::match(const stats::Endpoint& peer, uint32_t budget_us,
                            uint32_t spin_us) noexcept {
   if (record_fd_ < 0) return failed(-EBADF, "rendezvous record not open");
+  if (owner_pid_ != current_pid()) {
+    if (const int rc = adopt_after_fork(); rc < 0)
+      return failed(rc, "cannot watch the rendezvous record in this process");
+  }
   const stats::Endpoint want = canonical_endpoint(peer);
   if (want.family == 0) return failed(-EINVAL, "peer endpoint is not IPv4/IPv6");
 

@@ -252,6 +252,43 @@ TEST_CASE("a forked child never uses its parent's channel") {
   forget_channels();
 }
 
+TEST_CASE("a forked acceptor reads only the channels it accepted itself") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  forget_channels();
+  const int chan = connect_here(srv, listener);  // an idle channel in the parent's table
+  REQUIRE(chan >= 0);
+  REQUIRE(listener.channels() == 1);
+  // A worker process accepting on the inherited socket and record (pre-fork servers).
+  const pid_t worker = spawn([&] {
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    if (accepted < 0) return 40;
+    MatchResult m = listener.match(peer_of(accepted), 20'000'000);
+    if (m.status != MatchStatus::matched) return 41;
+    if (listener.channels() != 1) return 42;  // its own; the parent's copy was closed
+    // The connector_child protocol: signals both ways over the exchanged eventfds.
+    const int seg = m.handshake.fds().take(0);
+    const int child_efd = m.handshake.fds().take(1);
+    const int efd = eventfd(0, EFD_CLOEXEC);
+    const char* w = nullptr;
+    if (seg < 0 || child_efd < 0 || m.handshake.accept(&efd, 1, &w) != 0) return 43;
+    if (read_counter(efd, 20000) != 1) return 44;
+    const uint64_t two = 2;
+    if (write(child_efd, &two, sizeof two) != sizeof two) return 45;
+    return 0;
+  });
+  const pid_t connector = spawn([&] { return connector_child(srv.local, 0); });
+  CHECK(wait_exit(connector) == 0);
+  CHECK(wait_exit(worker) == 0);
+  // The parent's table and channel are untouched: its next connection uses the same one.
+  CHECK(connect_here(srv, listener) == chan);
+  CHECK(listener.counters().channels_opened == 1);
+  forget_channels();
+}
+
 TEST_CASE("a listener restarted while a client process keeps its channel") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));
