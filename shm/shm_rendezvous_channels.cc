@@ -131,6 +131,16 @@ void close_all() noexcept {
   g_cache.count = 0;
 }
 
+void forget_range(unsigned first, unsigned last) noexcept {
+  std::lock_guard guard(g_cache.lock);
+  if (g_cache.count == 0) return;
+  for (Idle& e : g_cache.idle) {
+    if (e.fd < 0 || unsigned(e.fd) < first || unsigned(e.fd) > last) continue;
+    e.fd = -1;
+    --g_cache.count;
+  }
+}
+
 int idle_count() noexcept {
   std::lock_guard guard(g_cache.lock);
   return g_cache.pid == current_pid() ? g_cache.count : 0;

@@ -28,6 +28,9 @@ int take(uid_t uid, const stats::Endpoint& dst, pid_t pid) noexcept;
 void give_back(uid_t uid, const stats::Endpoint& dst, pid_t pid, int fd) noexcept;
 // Closes every idle channel of this process (tests; a process that wants none kept).
 void close_all() noexcept;
+// The application closed (or dup2'ed over) the descriptors [first, last]: idle channels
+// among them are forgotten, never used or closed again (the numbers may be reused at once).
+void forget_range(unsigned first, unsigned last) noexcept;
 int idle_count() noexcept;
 
 }  // namespace fastsock::shm::channels

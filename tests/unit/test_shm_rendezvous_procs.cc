@@ -252,6 +252,35 @@ TEST_CASE("a forked child never uses its parent's channel") {
   forget_channels();
 }
 
+TEST_CASE("an idle channel the application closed is forgotten, never written to") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  forget_channels();
+  const int chan = connect_here(srv, listener);
+  REQUIRE(chan >= 0);
+  REQUIRE(channels::idle_count() == 1);
+  // What the preload library's close() hook does when the application closes that number.
+  REQUIRE(close(chan) == 0);
+  channels::forget_range(unsigned(chan), unsigned(chan));
+  CHECK(channels::idle_count() == 0);
+  // The number comes back as the application's own socket; a dial must not touch it.
+  int pair[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) == 0);
+  CHECK((pair[0] == chan || pair[1] == chan));
+  Dialer d;
+  REQUIRE(dial(d, srv.local) == 0);
+  CHECK(d.fd() != pair[0]);
+  CHECK(d.fd() != pair[1]);
+  CHECK_FALSE(readable(pair[0], 0));
+  CHECK_FALSE(readable(pair[1], 0));
+  d.close();
+  close(pair[0]);
+  close(pair[1]);
+}
+
 TEST_CASE("a forked acceptor reads only the channels it accepted itself") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));
