@@ -12,6 +12,8 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <memory>
 #include <cstdio>
 #include <cstring>
@@ -222,6 +224,56 @@ TEST_CASE("a connector process keeps one channel for its successive connections"
   CHECK(listener.counters().matched == uint64_t(kChildren * kEach));
   // One channel per process, whatever the number of connections.
   CHECK(listener.counters().channels_opened == uint64_t(kChildren));
+}
+
+TEST_CASE("threads of one process handshaking at once never get each other's reply") {
+  constexpr int kThreads = 6, kEach = 5;
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  forget_channels();
+  // Each connector thread: dial, connect, hello, then wait for its reply, which names the
+  // connector's own port (the acceptor rejects with that text). A reply read on a channel
+  // shared with another handshake would name another port, or fail the nonce check.
+  std::atomic<int> wrong{0}, done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int k = 0; k < kEach; ++k) {
+        Dialer d;
+        const char* w = nullptr;
+        const int tcp = dial(d, srv.local) == 0 ? tcp_connect(srv.local) : -1;
+        const Endpoint local = tcp >= 0 ? local_of(tcp) : Endpoint{};
+        Reply reply;
+        PassedFds got;
+        if (tcp < 0 || d.send_hello(local, nullptr, 0, &w) != 0 || !readable(d.fd(), 20000) ||
+            d.poll_reply(reply, got, &w) != ReplyStatus::rejected ||
+            std::string(reply.reason) != std::to_string(local.port))
+          ++wrong;
+        if (tcp >= 0) close(tcp);
+        ++done;
+      }
+    });
+  }
+  for (int i = 0; i < kThreads * kEach; ++i) {
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    const Endpoint peer = peer_of(accepted);
+    MatchResult m = listener.match(peer, 20'000'000);
+    REQUIRE(m.status == MatchStatus::matched);
+    CHECK(m.handshake.reject(std::to_string(peer.port).c_str(), &why) == 0);
+    close(accepted);
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(done == kThreads * kEach);
+  CHECK(wrong == 0);
+  CHECK(listener.counters().matched == uint64_t(kThreads * kEach));
+  // At most one channel per handshake under way at once, never one per connection.
+  CHECK(listener.counters().channels_opened <= uint64_t(kThreads));
+  CHECK(channels::idle_count() <= channels::kMaxIdlePerDestination);
+  forget_channels();
 }
 
 TEST_CASE("a forked child never uses its parent's channel") {
