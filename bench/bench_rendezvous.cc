@@ -45,6 +45,7 @@
 
 #include "endpoint.hpp"
 #include "shm_rendezvous.hpp"
+#include "shm_rendezvous_channels.hpp"
 #include "shm_rendezvous_io.hpp"
 #include "shm_segment.hpp"
 
@@ -176,7 +177,10 @@ void part_tcp(long n) {
   }
 }
 
-void part_rendezvous(long n) {
+// One in-process rendezvous: intent, hello with 2 descriptors, match, reply with 1. With
+// `fresh_channel`, the connector's idle channel is closed after each, so every connection
+// dials a new one (what each connection cost before channels were kept).
+void rendezvous_loop(long n, bool fresh_channel) {
   const char* why = nullptr;
   for (long i = 0; i < n; ++i) {
     Dialer d;
@@ -190,8 +194,12 @@ void part_rendezvous(long n) {
     Reply reply;
     PassedFds got;
     if (d.poll_reply(reply, got, &why) != ReplyStatus::accepted) die(why);
+    if (fresh_channel) channels::close_all();
   }
 }
+
+void part_rendezvous(long n) { rendezvous_loop(n, false); }
+void part_rendezvous_fresh(long n) { rendezvous_loop(n, true); }
 
 void part_dial_no_record(long n) {
   sockaddr_in nowhere = g_dst;
@@ -252,7 +260,8 @@ void part_segment(long n) {
 
 const Part kParts[] = {
     {"tcp connect+accept+close (2 sockets)", part_tcp},
-    {"rendezvous (per-connection socket, 2+1 fds)", part_rendezvous},
+    {"rendezvous (channel kept, 2+1 fds)", part_rendezvous},
+    {"rendezvous (new channel each time, 2+1 fds)", part_rendezvous_fresh},
     {"dial without a record (3 names tried)", part_dial_no_record},
     {"unix socketpair + 2 close", part_unix_pair},
     {"48-byte message send+recv", part_message},

@@ -4,13 +4,17 @@
 //
 //   acceptor                                   connector
 //   Listener::open(local)  (after listen)
-//                                              Dialer::dial(dst)          before the SYN
+//                                              Dialer::dial(dst)          intent, before the SYN
 //                                              TCP connect()
 //                                              Dialer::send_hello(local, fds)
 //   TCP accept() -> peer
 //   Listener::match(peer, budget) -> Handshake
 //   Handshake::accept(fds) / reject(reason)
 //                                              Dialer::poll_reply()       any time later
+//
+// The messages travel on a channel (a SOCK_SEQPACKET connection to the listener's record)
+// that both ends keep open between handshakes: one handshake at a time per channel, one
+// channel per concurrent handshake of a connector process (shm_rendezvous_channels.hpp).
 //
 // Every function is noexcept, returns 0 / -errno or a status, and on failure points `why`
 // at a static sentence. libc calls go through fastsock::real().
@@ -51,24 +55,31 @@ class PassedFds {
   int count_ = 0;
 };
 
-// Counters of one listener, for stats and tests. Every dialer that reached the record ends
-// in exactly one of matched / dropped_* / rejected_late / evicted / still in the table.
+// Counters of one listener, for stats and tests. Every announced connection ends in exactly
+// one of matched / dropped_* / rejected_late / evicted / still in the table.
 struct ListenerCounters {
+  uint64_t channels_opened = 0;    // connectors' channels accepted from the record
+  uint64_t channels_closed = 0;    // ... closed by their connector between handshakes
   uint64_t matched = 0;            // match() found the dialer of the accepted connection
   uint64_t not_fastsock = 0;       // match() decided the peer does not run fastsock
   uint64_t budget_expired = 0;     // ... after waiting its whole budget for a silent dialer
   uint64_t waits = 0;              // match() slept (ppoll) for a hello not sent yet,
                                    // having spun for it in vain
-  uint64_t dropped_closed = 0;     // dialer closed (or reset) before being matched
+  uint64_t dropped_closed = 0;     // dialer closed its channel during a handshake
   uint64_t rejected_late = 0;      // hello of a connection match() had given up on (the
                                    // dialer is told so with a rejecting reply)
   uint64_t dropped_uid = 0;        // credentials of another uid, or pid != the hello's pid
   uint64_t dropped_malformed = 0;  // hello or its control data refused
-  uint64_t evicted = 0;            // table full: the oldest unmatched dialer was dropped
+  uint64_t evicted = 0;            // table full: the oldest idle channel (or, with none,
+                                   // the oldest handshake) was dropped
 };
 
-// The acceptor's side of one matched connector. Owns the Unix connection to the dialer and
-// the descriptors its hello carried; destroying it unanswered makes the dialer see "gone".
+class Listener;
+
+// The acceptor's side of one matched connector: the connector's channel, lent by the
+// Listener until answered, and the descriptors its hello carried. Destroying it unanswered
+// closes the channel (the dialer sees "gone"). Answer or close it before its Listener
+// closes, under the same serialisation as match().
 class Handshake {
  public:
   Handshake() noexcept = default;
@@ -82,8 +93,8 @@ class Handshake {
   const Hello& hello() const noexcept { return hello_; }
   PassedFds& fds() noexcept { return fds_; }  // the connector's descriptors
 
-  // Answers the connector and closes the Unix connection (the reply stays readable by the
-  // dialer after that). accept() passes `count` (<= kMaxPassedFds) of the caller's
+  // Answers the connector and gives the channel back to the Listener for the connector's
+  // next connection. accept() passes `count` (<= kMaxPassedFds) of the caller's
   // descriptors, which the caller keeps. 0, or -errno with `why` (-EPIPE: the dialer is
   // gone). Either way the Handshake is closed afterwards, with the connector's descriptors
   // the caller did not take() from fds() first.
@@ -96,6 +107,9 @@ class Handshake {
   friend class Listener;
   int reply(bool accepted, const int* fds, int count, const char* reason,
             const char** why) noexcept;
+  void finish(bool reusable) noexcept;
+  Listener* owner_ = nullptr;
+  int slot_ = -1;
   int fd_ = -1;
   Hello hello_{};
   PassedFds fds_;
@@ -117,14 +131,15 @@ struct MatchResult {
 class Listener {
  public:
   struct Options {
-    // Dialers read but not matched yet (their TCP connection may be accepted later). A
-    // burst of fastsock connectors larger than this loses its oldest to eviction: pass the
+    // Connectors' channels held: idle between handshakes, or with a connection announced
+    // or its hello read but not matched yet. When full, idle channels are evicted first
+    // (their connector dials a new one next time), then the oldest handshake: pass the
     // application's listen() backlog (about 100 bytes per entry, allocated at open()).
     int table_capacity = 128;
     // IPv6 wildcard listener with IPV6_V6ONLY set (its record gets another name).
     bool v6only = false;
   };
-  static constexpr int kMaxTableCapacity = 4096;
+  static constexpr int kMaxTableCapacity = 4096;  // fits the epoll tag's slot bits
   static constexpr uint32_t kDefaultBudgetUs = 2000;
   // No spinning by default: on this project's 2-core machines spinning made setup slower
   // (docs/shm-rendezvous.md, "Cost"); worth it only when the dialer has a CPU of its own.
@@ -143,32 +158,54 @@ class Listener {
     return open(local, Options{}, why);
   }
 
-  // The record's listening socket (readable when dialers are waiting), -1 when closed.
+  // The record's listening socket (readable when new channels are waiting), -1 when closed.
   int fd() const noexcept { return record_fd_; }
 
   // Called after the real TCP accept() returned a connection from `peer`: returns the
   // fastsock dialer of that connection, or not_fastsock. Waits at most `budget_us`
-  // microseconds, and only while a dialer has connected without sending its hello yet:
-  // the first `spin_us` of it polling without sleeping (Config::spin_us), then in ppoll.
+  // microseconds, and only while a channel has announced a connection without sending its
+  // hello yet: the first `spin_us` of it polling without sleeping (Config::spin_us), then
+  // in epoll_wait.
   MatchResult match(const stats::Endpoint& peer, uint32_t budget_us = kDefaultBudgetUs,
                     uint32_t spin_us = kDefaultSpinUs) noexcept;
 
-  // Dialers held in the table (read or awaiting their hello).
-  int pending() const noexcept { return used_; }
+  // Announced connections held in the table (hello read or awaited).
+  int pending() const noexcept { return pending_; }
+  // Connectors' channels held (idle ones included).
+  int channels() const noexcept { return used_; }
   const ListenerCounters& counters() const noexcept { return counters_; }
 
-  // Unpublishes the record and drops every pending dialer (they see "gone").
+  // Unpublishes the record and closes every channel (their dialers see "gone").
   void close() noexcept;
 
  private:
+  friend class Handshake;
   struct Entry;
+  enum class State : uint8_t {
+    idle,       // between handshakes
+    announced,  // intent read, hello awaited
+    hello,      // hello read, its connection not accepted yet
+    lent,       // matched: a Handshake answers it
+  };
   enum class ReadResult : uint8_t { hello, waiting, dropped };
-  ReadResult read_hello(Entry& e) noexcept;
-  int admit(int fd) noexcept;
+  // epoll tags: a channel's slot and admission number (an event of a dropped channel
+  // must not be taken for the newer one in its slot); the record's is all ones.
+  static constexpr uint64_t kRecordTag = UINT64_MAX;
+  static constexpr uint64_t kSlotMask = (1u << 13) - 1;  // > kMaxTableCapacity
+  static uint64_t event_tag(int slot, uint64_t seq) noexcept {
+    return (seq << 13) | uint64_t(slot);
+  }
+  ReadResult read_channel(Entry& e) noexcept;
+  ReadResult take_hello(Entry& e, const void* wire, struct Received& r) noexcept;
+  void set_state(Entry& e, State state) noexcept;
+  bool admit(int fd) noexcept;
   void drop(Entry& e, uint64_t ListenerCounters::*counter) noexcept;
   void sweep_closed() noexcept;
   int find_hello(const stats::Endpoint& peer) const noexcept;
   MatchResult take(Entry& e) noexcept;
+  void give_back(int slot, bool reusable) noexcept;
+  bool handle_events(int n, const stats::Endpoint& want, int& found) noexcept;
+  int adopt_after_fork() noexcept;
   MatchResult wait_for_hello(const stats::Endpoint& peer, uint32_t budget_us,
                              uint32_t spin_us) noexcept;
 
@@ -183,13 +220,17 @@ class Listener {
 
   int record_fd_ = -1;
   int presence_fd_ = -1;  // SOCK_DGRAM under the record's name: what dialers look for
+  int epoll_fd_ = -1;     // the record and every channel
+  pid_t owner_pid_ = 0;   // the process whose channels the table holds
+  struct epoll_event* events_ = nullptr;  // capacity_ + 1
   uid_t uid_ = 0;
   uint16_t port_ = 0;
   Entry* table_ = nullptr;
   struct pollfd* pollfds_ = nullptr;  // scratch for ppoll, one per table entry
   int* poll_index_ = nullptr;
   int capacity_ = 0;
-  int used_ = 0;
+  int used_ = 0;     // channels held
+  int pending_ = 0;  // of which announced or with a hello
   uint64_t admitted_ = 0;  // admission sequence: the oldest entry has the smallest
   ListenerCounters counters_;
 };
@@ -209,12 +250,15 @@ class Dialer {
   Dialer& operator=(const Dialer&) = delete;
   ~Dialer() { close(); }
 
-  // Connects (non-blocking) to the record of the listener `dst` would reach, BEFORE the TCP
-  // connect. 0 when a record of this uid was found; -ECONNREFUSED "no fastsock listener";
-  // -EPERM when the record belongs to another uid (nothing is sent to it); -EAGAIN when
-  // the record's backlog is full; -EAFNOSUPPORT for a destination that is not IPv4/IPv6;
-  // other -errno from socket()/connect(). Never waits. Looks for records through a Unix
-  // datagram socket kept per thread (so a dial that finds none creates nothing).
+  // Announces a connection to the listener `dst` would reach, BEFORE the TCP connect: sends
+  // the intent on an idle channel kept from an earlier handshake of this process (one
+  // whose listener closed or restarted fails at once and is closed), or on a new channel
+  // (non-blocking Unix connect to the record, SO_PEERCRED checked). 0 when a record of
+  // this uid was found; -ECONNREFUSED "no fastsock listener"; -EPERM when the record
+  // belongs to another uid (nothing is sent to it); -EAGAIN when the record's backlog is
+  // full; -EAFNOSUPPORT for a destination that is not IPv4/IPv6; other -errno from
+  // socket()/connect()/sendmsg(). Never waits. Looks for records through a Unix datagram
+  // socket kept per thread (so a dial that finds none creates nothing).
   int dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexcept;
 
   // After the TCP connect returned 0 or EINPROGRESS: sends the hello with the connector's
@@ -224,21 +268,26 @@ class Dialer {
   int send_hello(const stats::Endpoint& local, const int* fds, int count,
                  const char** why) noexcept;
 
-  // Reads the answer without waiting. After any status but `pending` the Unix connection
-  // is closed (fd() becomes -1).
+  // Reads the answer without waiting. After any status but `pending` the channel is no
+  // longer this Dialer's (fd() becomes -1): after a well-formed reply (accepted or
+  // rejected) it is kept idle for the next connection to this destination, otherwise
+  // closed.
   ReplyStatus poll_reply(Reply& reply, PassedFds& fds, const char** why) noexcept;
 
-  // The Unix connection to the record: add it to a poll set (POLLIN) to wait for the reply.
+  // The channel to the record: add it to a poll set (POLLIN) to wait for the reply.
   int fd() const noexcept { return fd_; }
   uint64_t nonce() const noexcept { return nonce_; }
   // The port of the destination dialled (0 before dial()).
   uint16_t server_port() const noexcept { return server_port_; }
 
+  // Before the reply was read: closes the channel (the acceptor sees the handshake end).
   void close() noexcept;
 
  private:
   int fd_ = -1;
   pid_t pid_ = 0;  // when dial() ran: the hello's pid
+  uid_t uid_ = 0;
+  stats::Endpoint destination_{};  // canonical: the channel cache's key
   uint16_t server_port_ = 0;
   uint64_t nonce_ = 0;
 };

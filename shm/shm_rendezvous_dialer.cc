@@ -1,5 +1,6 @@
-// The connector's side of the rendezvous: find the listener's record before the SYN, send
-// the hello after the TCP connect, read the reply whenever the caller likes.
+// The connector's side of the rendezvous: announce the connection on a channel to the
+// listener's record before the SYN (an idle one kept from an earlier connection, or a new
+// one), send the hello after the TCP connect, read the reply whenever the caller likes.
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -12,6 +13,7 @@
 #include "endpoint.hpp"
 #include "real.hpp"
 #include "shm_rendezvous.hpp"
+#include "shm_rendezvous_channels.hpp"
 #include "shm_rendezvous_io.hpp"
 #include "shm_rendezvous_name.hpp"
 #include "shm_process.hpp"
@@ -75,19 +77,18 @@ int probe_socket(pid_t pid) noexcept {
   return t_probe.fd;
 }
 
-}  // namespace
+// Sends the intent on `fd`: 0, or -errno when the channel is dead (the listener closed or
+// restarted, or evicted it from its table).
+int send_intent(int fd) noexcept {
+  const IntentWire intent = encode_intent();
+  return send_message(fd, &intent, sizeof intent, nullptr, 0);
+}
 
-int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexcept {
-  close();
-  const stats::Endpoint ep = canonical_endpoint(endpoint_from(dst, dst_len));
-  if (ep.family == 0) {
-    *why = "destination is not IPv4/IPv6";
-    return -EAFNOSUPPORT;
-  }
+// A new channel to the record of `uid` that `dst` reaches, with the intent sent. The fd, or
+// -errno with `why`.
+int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, const char** why) noexcept {
   RecordName names[kMaxRecordCandidates];
   const int count = record_candidates(ep, names);
-  const uid_t uid = geteuid();
-  const pid_t pid = current_pid();
   const int probe = probe_socket(pid);
   if (probe < 0) {
     *why = "cannot create a rendezvous socket";
@@ -123,7 +124,7 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
     return err == -ECONNREFUSED || err == -ENOENT || err == -EPROTOTYPE ? -ECONNREFUSED : err;
   }
   // Abstract names have no permissions: anybody can bind any name. Only a record of our
-  // own uid gets our descriptors.
+  // own uid gets our descriptors (checked once per channel).
   struct ucred peer{};
   socklen_t peer_len = sizeof peer;
   if (real().getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0 ||
@@ -132,8 +133,40 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
     *why = "rendezvous record belongs to another uid";
     return -EPERM;
   }
+  if (const int rc = send_intent(fd); rc != 0) {
+    real().close(fd);
+    *why = "the rendezvous record closed the channel";
+    return rc;
+  }
+  return fd;
+}
+
+}  // namespace
+
+int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexcept {
+  close();
+  const stats::Endpoint ep = canonical_endpoint(endpoint_from(dst, dst_len));
+  if (ep.family == 0) {
+    *why = "destination is not IPv4/IPv6";
+    return -EAFNOSUPPORT;
+  }
+  const uid_t uid = geteuid();
+  const pid_t pid = current_pid();
+  // An idle channel to this destination's listener: its intent fails at once if the
+  // listener closed, restarted or dropped the channel since; then the next, then a new one.
+  // (A cached channel is to the most specific record that existed when it was made; a
+  // more specific one cannot appear beside it, as the TCP listeners' bind() would clash.)
+  int fd;
+  while ((fd = channels::take(uid, ep, pid)) >= 0) {
+    if (send_intent(fd) == 0) break;
+    real().close(fd);
+  }
+  if (fd < 0) fd = dial_new_channel(uid, pid, ep, why);
+  if (fd < 0) return fd;
   fd_ = fd;
   pid_ = pid;
+  uid_ = uid;
+  destination_ = ep;
   server_port_ = ep.port;
   return 0;
 }
@@ -186,12 +219,15 @@ ReplyStatus Dialer::poll_reply(Reply& reply, PassedFds& fds, const char** why) n
   // without the descriptor (Conn::check_peer).
   const bool fds_dropped = !err && reply.accepted && r.ctrunc && r.control.fd_count == 0;
   if (!err && !fds_dropped) err = check_control(r.control, reply.fd_count, r.ctrunc);
-  close();
   if (err) {
+    close();  // not our protocol: the channel is not used again
     close_fds(r.control.fds, r.control.fd_count);
     *why = err;
     return ReplyStatus::invalid;
   }
+  // The handshake is over: the channel serves the next connection.
+  channels::give_back(uid_, destination_, pid_, fd_);
+  fd_ = -1;
   if (!reply.accepted) {
     *why = "the acceptor rejected the upgrade";
     return ReplyStatus::rejected;

@@ -87,6 +87,27 @@ WireError decode_reply(const void* buf, size_t len, bool truncated, Reply& out) 
   return nullptr;
 }
 
+WireError decode_intent(const void* buf, size_t len, bool truncated) noexcept {
+  if (truncated || len != sizeof(IntentWire)) return "intent of the wrong size";
+  IntentWire w;
+  memcpy(&w, buf, sizeof w);
+  if (w.magic != kWireMagic) return "intent with a wrong magic";
+  if (w.version != kWireVersion) return "intent of an unknown version";
+  if (w.size != sizeof(IntentWire) || w.kind != kKindIntent) return "not an intent";
+  if (!zero_bytes(w.reserved, sizeof w.reserved)) return "intent with reserved bytes set";
+  return nullptr;
+}
+
+IntentWire encode_intent() noexcept {
+  IntentWire w;
+  memset(&w, 0, sizeof w);
+  w.magic = kWireMagic;
+  w.version = kWireVersion;
+  w.size = sizeof w;
+  w.kind = kKindIntent;
+  return w;
+}
+
 HelloWire encode_hello(const Hello& h) noexcept {
   HelloWire w;
   memset(&w, 0, sizeof w);

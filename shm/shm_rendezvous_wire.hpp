@@ -1,5 +1,5 @@
-// The two messages of the rendezvous (hello: connector -> acceptor; reply: acceptor ->
-// connector) and the parsing of what arrives with them. Both ends are on one host, so
+// The three messages of the rendezvous (intent and hello: connector -> acceptor; reply:
+// acceptor -> connector) and the parsing of what arrives with them. Both ends are on one host, so
 // fields are in host byte order; every message is one SOCK_SEQPACKET record of exactly
 // its size. Everything here treats its input as untrusted (a libFuzzer target drives it).
 //
@@ -18,9 +18,11 @@
 namespace fastsock::shm {
 
 inline constexpr uint32_t kWireMagic = 0x56525346;  // "FSRV" in memory on little-endian
-inline constexpr uint16_t kWireVersion = 1;
+// Version 2: a channel carries many handshakes, each announced by an intent before the SYN.
+inline constexpr uint16_t kWireVersion = 2;
 inline constexpr uint8_t kKindHello = 1;
 inline constexpr uint8_t kKindReply = 2;
+inline constexpr uint8_t kKindIntent = 3;
 
 // Descriptors either message may carry (the caller decides which: e.g. the connector's
 // segment memfd and eventfd, the acceptor's eventfd).
@@ -47,6 +49,20 @@ static_assert(offsetof(HelloWire, pid) == 12);
 static_assert(offsetof(HelloWire, nonce) == 16);
 static_assert(offsetof(HelloWire, connector) == 24);
 static_assert(offsetof(HelloWire, reserved) == 44);
+
+// Sent on the channel before the TCP connect: "a connection of mine is coming, its hello
+// follows". The acceptor waits for a hello only on channels that announced one.
+struct IntentWire {
+  uint32_t magic;               // kWireMagic
+  uint16_t version;             // kWireVersion
+  uint16_t size;                // sizeof(IntentWire)
+  uint8_t kind;                 // kKindIntent
+  uint8_t reserved[7];          // zero
+};
+static_assert(sizeof(IntentWire) == 16);
+static_assert(offsetof(IntentWire, size) == 6);
+static_assert(offsetof(IntentWire, kind) == 8);
+static_assert(offsetof(IntentWire, reserved) == 9);
 
 inline constexpr uint8_t kReplyAccepted = 1;
 inline constexpr uint8_t kReplyRejected = 2;
@@ -96,8 +112,10 @@ using WireError = const char*;
 // `len` is the length recvmsg returned; `truncated` its MSG_TRUNC flag.
 WireError decode_hello(const void* buf, size_t len, bool truncated, Hello& out) noexcept;
 WireError decode_reply(const void* buf, size_t len, bool truncated, Reply& out) noexcept;
+WireError decode_intent(const void* buf, size_t len, bool truncated) noexcept;
 
 HelloWire encode_hello(const Hello& h) noexcept;
+IntentWire encode_intent() noexcept;
 // `reason` may be null (accepted); longer reasons are cut to kReasonMax - 1 bytes, and
 // bytes other than printable ASCII become '?'.
 ReplyWire encode_reply(bool accepted, int32_t pid, uint64_t nonce, uint8_t fd_count,

@@ -90,6 +90,8 @@ class ShmTransport final : public Transport {
   }
 
   void close_listener(Socket& s) noexcept override {
+    // Closing the record closes every connector's channel: their next connection dials a
+    // new one (and finds the next listener, if any).
     delete static_cast<ListenRecord*>(s.listen_state[kShm]);
     s.listen_state[kShm] = nullptr;
   }
@@ -132,11 +134,10 @@ class ShmTransport final : public Transport {
         snprintf(why, why_len, "the listener has no rendezvous record");
         return -ENOENT;
       }
-      shm::MatchResult match;
-      {
-        std::lock_guard lock(record->lock);
-        match = record->listener.match(s.slot->peer, kHelloBudgetUs);
-      }
+      // The handshake is answered under the lock too: it holds the connector's channel,
+      // lent by the Listener until the reply is sent (shm_rendezvous.hpp).
+      std::lock_guard lock(record->lock);
+      shm::MatchResult match = record->listener.match(s.slot->peer, kHelloBudgetUs);
       if (match.status != shm::MatchStatus::matched) {
         snprintf(why, why_len, "%s", match.why ? match.why : "peer does not run fastsock");
         return match.error ? match.error : -ENOENT;

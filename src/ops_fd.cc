@@ -13,6 +13,7 @@
 #include "ops.hpp"
 #include "real.hpp"
 #include "result.hpp"
+#include "shm_rendezvous_channels.hpp"
 #include "transport.hpp"
 #include "user_io.hpp"
 
@@ -25,11 +26,13 @@ namespace {
 void closing(int fd) {
   log_fd_closing(fd);
   epoll_merge::forget_sets(unsigned(fd), unsigned(fd));
+  shm::channels::forget_range(unsigned(fd), unsigned(fd));
 }
 
 void closing_range(unsigned first, unsigned last) {
   log_fd_range_closing(first, last);
   epoll_merge::forget_sets(first, last);
+  shm::channels::forget_range(first, last);
 }
 
 }  // namespace

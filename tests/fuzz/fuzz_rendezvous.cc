@@ -9,6 +9,7 @@
 //      eventfds, to a live rendezvous record; match() must refuse or accept it without
 //      leaking a descriptor, and the table must end up empty
 //   4  the same towards a Dialer: the bytes are the reply of a fake acceptor
+//   5  decode_intent, and an encoded intent decodes
 // Invariants abort on violation, on top of the sanitizers' checks.
 #include <dirent.h>
 #include <dlfcn.h>
@@ -26,6 +27,7 @@
 
 #include "real.hpp"
 #include "shm_rendezvous.hpp"
+#include "shm_rendezvous_channels.hpp"
 #include "shm_rendezvous_io.hpp"
 #include "shm_rendezvous_name.hpp"
 #include "shm_rendezvous_wire.hpp"
@@ -143,7 +145,8 @@ const stats::Endpoint& record_endpoint() {
 }
 
 // Mode 3. flags: bit 0-2 fd count; bit 3 patch in our pid and the record's port, so that
-// inputs get past the credential check and exercise acceptance too.
+// inputs get past the credential check and exercise acceptance too; bit 4 announce the
+// connection with an intent first (as a Dialer does), so that the input is read as a hello.
 void check_listener(uint8_t flags, const uint8_t* data, size_t size) {
   static Listener listener;
   if (listener.fd() < 0) {
@@ -169,20 +172,39 @@ void check_listener(uint8_t flags, const uint8_t* data, size_t size) {
     const socklen_t len = record_address(geteuid(), record_endpoint(), Stack::dual, a);
     const int raw = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     FUZZ_CHECK(connect(raw, reinterpret_cast<sockaddr*>(&a), len) == 0);
+    const bool announced = flags & 16;
+    if (announced) {
+      const IntentWire intent = encode_intent();
+      FUZZ_CHECK(send_message(raw, &intent, sizeof intent, nullptr, 0) == 0);
+    }
     const bool sent = send_raw(raw, msg, size, flags & 7);
     MatchResult m = listener.match(peer, 0);
     FUZZ_CHECK(m.status != MatchStatus::error);
     if (m.status == MatchStatus::matched) {
-      FUZZ_CHECK(valid && sent);
+      FUZZ_CHECK(valid && sent && announced);
       FUZZ_CHECK(m.handshake.fds().count() == h.fd_count);
       const char* why = nullptr;
       FUZZ_CHECK(m.handshake.reject("fuzz", &why) == 0);
     }
     close(raw);
-    // A hello for a peer nobody asks about would wait in the table; none is left here.
+    // The closed channel (announced or not, with whatever it sent) is dropped at the next
+    // look: nothing is left in the table.
+    (void)listener.match(record_endpoint(), 0);
     FUZZ_CHECK(listener.pending() == 0);
+    FUZZ_CHECK(listener.channels() == 0);
   }
   FUZZ_CHECK(count_fds() == before);
+}
+
+void check_intent(const uint8_t* data, size_t size) {
+  if (decode_intent(data, size, false) == nullptr) {
+    FUZZ_CHECK(size == sizeof(IntentWire));
+    const IntentWire only = encode_intent();  // every field is fixed: one valid encoding
+    FUZZ_CHECK(memcmp(data, &only, sizeof only) == 0);
+  }
+  const IntentWire w = encode_intent();
+  FUZZ_CHECK(decode_intent(&w, sizeof w, false) == nullptr);
+  FUZZ_CHECK(decode_intent(&w, sizeof w, true) != nullptr);
 }
 
 // Mode 4: a fake acceptor answers a real Dialer with the input.
@@ -237,6 +259,7 @@ void check_dialer(uint8_t flags, const uint8_t* data, size_t size) {
     if (st == ReplyStatus::accepted) FUZZ_CHECK(got.count() == reply.fd_count);
     else FUZZ_CHECK(got.count() == 0);
     close(conn);
+    channels::close_all();  // a well-formed reply left the channel idle for reuse
   }
   FUZZ_CHECK(count_fds() == before);
 }
@@ -245,7 +268,7 @@ void check_dialer(uint8_t flags, const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
-  const uint8_t mode = data[0] % 5, flags = data[1];
+  const uint8_t mode = data[0] % 6, flags = data[1];
   data += 2;
   size -= 2;
   switch (mode) {
@@ -254,6 +277,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 2: check_control(data, size); break;
     case 3: check_listener(flags, data, size); break;
     case 4: check_dialer(flags, data, size); break;
+    case 5: check_intent(data, size); break;
   }
   return 0;
 }

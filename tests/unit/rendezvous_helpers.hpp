@@ -15,6 +15,8 @@
 
 #include "endpoint.hpp"
 #include "shm_rendezvous.hpp"
+#include "shm_rendezvous_channels.hpp"
+#include "shm_rendezvous_io.hpp"
 #include "stats_layout.hpp"
 
 namespace rvtest {
@@ -122,11 +124,23 @@ inline int bind_fake_record(const sockaddr_un& a, socklen_t len, int backlog, in
   return rec;
 }
 
+// Closes the channels this process keeps between handshakes (before counting descriptors).
+inline void forget_channels() { fastsock::shm::channels::close_all(); }
+
 // Dialer keeps one probe socket per thread, made on the first dial: made here, so that a
-// test counting descriptors before and after is not off by one.
+// test counting descriptors before and after is not off by one. Channels kept idle from
+// earlier tests are closed (and forget_channels() before counting again).
 inline void warm_dialer() {
   fastsock::shm::Dialer d;
   dial(d, ep("127.0.0.1", 1));
+  forget_channels();
+}
+
+// What a Dialer sends on its channel before the SYN: raw clients of a record send it too,
+// or the listener takes their hello for a broken channel. 0 or -errno.
+inline int send_intent(int fd) {
+  const fastsock::shm::IntentWire w = fastsock::shm::encode_intent();
+  return fastsock::shm::send_message(fd, &w, sizeof w, nullptr, 0);
 }
 
 inline bool readable(int fd, int timeout_ms) {

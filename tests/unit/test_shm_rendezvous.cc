@@ -32,12 +32,15 @@ double seconds_since(const timespec& t0) {
   return double(t1.tv_sec - t0.tv_sec) + double(t1.tv_nsec - t0.tv_nsec) / 1e9;
 }
 
-// A raw client of a record: what a hostile or broken peer could send.
-int raw_connect(const Endpoint& record, uid_t uid = geteuid(), Stack stack = Stack::dual) {
+// A raw client of a record: what a hostile or broken peer could send. It announces a
+// connection first (`announce`), as a Dialer does, so that what it sends next is read as
+// a hello.
+int raw_connect(const Endpoint& record, bool announce = true) {
   sockaddr_un a;
-  const socklen_t len = record_address(uid, record, stack, a);
+  const socklen_t len = record_address(geteuid(), record, Stack::dual, a);
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+  if (fd >= 0 && (connect(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+                  (announce && send_intent(fd) != 0))) {
     close(fd);
     return -1;
   }
@@ -159,12 +162,16 @@ TEST_CASE("a loopback connection is matched and descriptors travel both ways") {
     CHECK(value == 1);
     CHECK(listener.counters().matched == 1);
     CHECK(listener.pending() == 0);
+    // The channel stays open on both ends for the next connection.
+    CHECK(listener.channels() == 1);
+    CHECK(channels::idle_count() == 1);
     close(server_efd);
     close(seg);
     close(client_efd);
     close(tcp);
     close(accepted);
   }
+  forget_channels();
   CHECK(count_fds() == fds_before);
 }
 
@@ -400,7 +407,7 @@ TEST_CASE("malformed hellos drop their dialer and every descriptor they carried"
   std::vector<Case> cases = {
       {"wrong magic", hello([](HelloWire& w) { w.magic ^= 1; }), 0,
        &ListenerCounters::dropped_malformed},
-      {"unknown version", hello([](HelloWire& w) { w.version = 2; }), 0,
+      {"unknown version", hello([](HelloWire& w) { w.version = kWireVersion + 1; }), 0,
        &ListenerCounters::dropped_malformed},
       {"a reply instead", hello([](HelloWire& w) { w.kind = kKindReply; }), 0,
        &ListenerCounters::dropped_malformed},
@@ -453,6 +460,60 @@ TEST_CASE("malformed hellos drop their dialer and every descriptor they carried"
       CHECK(recv(raw, &b, 1, MSG_DONTWAIT) == 0);
       close(raw);
     }
+  }
+  CHECK(count_fds() == fds_before);
+}
+
+TEST_CASE("a channel must announce each connection with a well-formed intent") {
+  const Endpoint record = ep("127.0.0.1", 40132);
+  const Endpoint peer = ep("127.0.0.1", 50002);
+  warm_dialer();
+  const int fds_before = count_fds();
+  {
+    Listener listener;
+    const char* why = nullptr;
+    REQUIRE(listener.open(record, &why) == 0);
+    IntentWire bad_version = encode_intent();
+    bad_version.version = kWireVersion + 1;
+    IntentWire bad_reserved = encode_intent();
+    bad_reserved.reserved[6] = 1;
+    const HelloWire hello = good_hello(peer, record.port, 0);
+    struct Case {
+      const char* what;
+      const void* bytes;
+      size_t len;
+    } cases[] = {
+        {"a hello without an intent", &hello, sizeof hello},
+        {"an intent of another version", &bad_version, sizeof bad_version},
+        {"an intent with reserved bytes", &bad_reserved, sizeof bad_reserved},
+        {"a short intent", &bad_version, sizeof bad_version - 1},
+    };
+    uint64_t dropped = 0;
+    for (const Case& c : cases) {
+      INFO(c.what);
+      const int raw = raw_connect(record, false);
+      REQUIRE(raw >= 0);
+      REQUIRE(send_message(raw, c.bytes, c.len, nullptr, 0) == 0);
+      CHECK(listener.match(peer, 0).status == MatchStatus::not_fastsock);
+      CHECK(listener.counters().dropped_malformed == ++dropped);
+      CHECK(listener.channels() == 0);
+      close(raw);
+    }
+    // And a good one: intent, hello, match, and the channel is idle again afterwards.
+    const int raw = raw_connect(record);
+    REQUIRE(raw >= 0);
+    REQUIRE(send_message(raw, &hello, sizeof hello, nullptr, 0) == 0);
+    MatchResult m = listener.match(peer, 0);
+    REQUIRE(m.status == MatchStatus::matched);
+    CHECK(m.handshake.reject("test", &why) == 0);
+    CHECK(listener.pending() == 0);
+    CHECK(listener.channels() == 1);
+    // A second hello without a new intent breaks the protocol.
+    REQUIRE(send_message(raw, &hello, sizeof hello, nullptr, 0) == 0);
+    CHECK(listener.match(peer, 0).status == MatchStatus::not_fastsock);
+    CHECK(listener.counters().dropped_malformed == ++dropped);
+    CHECK(listener.channels() == 0);
+    close(raw);
   }
   CHECK(count_fds() == fds_before);
 }
@@ -545,6 +606,7 @@ TEST_CASE("the table is bounded: closed dialers go first, then the oldest") {
     CHECK(listener.pending() == 0);
     CHECK(listener.counters().matched == 4);
   }
+  forget_channels();
   CHECK(count_fds() == fds_before);
 }
 
@@ -661,5 +723,6 @@ TEST_CASE("malformed replies are refused and their descriptors closed") {
     close(rec);
     close(presence);
   }
+  forget_channels();
   CHECK(count_fds() == fds_before);
 }

@@ -332,6 +332,46 @@ int count_fds(void) {
   return n - 1;  // the directory's own descriptor
 }
 
+int count_rendezvous_channels(void) {
+  // The inodes of this network namespace's Unix SOCK_SEQPACKET sockets (type 0005)...
+  FILE* f = fopen("/proc/net/unix", "r");
+  CHECK(f != NULL, "fopen(/proc/net/unix)");
+  static unsigned long inodes[65536];
+  size_t count = 0;
+  char line[512];
+  while (fgets(line, sizeof line, f) && count < sizeof inodes / sizeof inodes[0]) {
+    unsigned type = 0;
+    unsigned long inode = 0;
+    if (sscanf(line, "%*s %*s %*s %*s %x %*s %lu", &type, &inode) == 2 && type == 5)
+      inodes[count++] = inode;
+  }
+  fclose(f);
+  // ...that this process holds.
+  DIR* d = opendir("/proc/self/fd");
+  CHECK(d != NULL, "opendir(/proc/self/fd)");
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    char path[300], target[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+    const ssize_t len = readlink(path, target, sizeof target - 1);
+    if (len <= 0) continue;
+    target[len] = '\0';
+    unsigned long inode = 0;
+    if (sscanf(target, "socket:[%lu]", &inode) != 1) continue;
+    for (size_t i = 0; i < count; i++) {
+      if (inodes[i] == inode) {
+        n++;
+        break;
+      }
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+int count_connection_fds(void) { return count_fds() - count_rendezvous_channels(); }
+
 long rss_kib(void) {
   FILE* f = fopen("/proc/self/statm", "r");
   CHECK(f != NULL, "fopen(/proc/self/statm)");

@@ -87,6 +87,13 @@ void sleep_ms(long ms);
 // Open descriptors of this process (entries of /proc/self/fd, not counting the one used to
 // list them).
 int count_fds(void);
+// Unix SOCK_SEQPACKET sockets this process holds: under the library, the shm rendezvous
+// channels (kept open between connections, see docs/shm-rendezvous.md).
+int count_rendezvous_channels(void);
+// count_fds() without those channels: what a connection's own life must give back. (A
+// connector keeps an idle channel to a listener that died until its next dial there finds
+// it dead; at most 32 per process, see shm_rendezvous_channels.hpp.)
+int count_connection_fds(void);
 // Resident set size of this process in KiB (/proc/self/statm).
 long rss_kib(void);
 // Mappings of shm link segments in this process (lines of /proc/self/maps naming the memfd

@@ -178,7 +178,7 @@ static void run_round(int child_accepts, enum pattern p) {
   char what[160];
   snprintf(what, sizeof what, "hostile %s, %s", child_accepts ? "acceptor" : "connector",
            pattern_names[p]);
-  const int fds_before = count_fds();
+  const int fds_before = count_connection_fds();
   const int maps_before = shm_segment_mappings();
   int child;
   int fd = fork_connected(child_accepts, &child);
@@ -217,8 +217,8 @@ static void run_round(int child_accepts, enum pattern p) {
   CHECK(waitpid(child, &status, 0) == child, "waitpid");
   hang_guard(0, "");
   SYS(close(fd));
-  CHECK(count_fds() == fds_before, "%s: %d descriptors after close, %d before", what,
-        count_fds(), fds_before);
+  CHECK(count_connection_fds() == fds_before, "%s: %d descriptors after close, %d before", what,
+        count_connection_fds(), fds_before);
   CHECK(shm_segment_mappings() == maps_before, "%s: %d shm mappings after close, %d before",
         what, shm_segment_mappings(), maps_before);
   ok("%s: victim received %zu bytes then %s, its sends ended %s; the hostile child %s %d",

@@ -34,25 +34,37 @@ static void check_message(int fd, const char* kind, int i) {
 }
 
 // Every process starts from its own baseline: the one-time descriptors of the library
-// (stats, probe socket) exist once a first connection was made, so that comes first.
+// (stats, probe socket) exist once a first connection was made, so that comes first. The
+// rendezvous channels are counted apart: how many stay open depends on how many handshakes
+// overlapped (one channel each), bounded by the library, not on the open connections.
 static void warm_up_baseline(int* fds, int* maps) {
-  *fds = count_fds();
+  *fds = count_connection_fds();
   *maps = shm_segment_mappings();
+}
+
+// A connector keeps at most 4 idle channels per destination (kMaxIdlePerDestination); a
+// listener at most its table's 128 (Listener::Options::table_capacity), plus the record
+// itself (a listening SOCK_SEQPACKET socket).
+static void check_channels(const char* who, int bound) {
+  const int channels = count_rendezvous_channels();
+  CHECK(channels <= bound, "%s: %d rendezvous channels open, bound %d", who, channels, bound);
+  ok("%s: %d rendezvous channels open (bound %d)", who, channels, bound);
 }
 
 // Descriptors per open connection: the socket, and under the library the two eventfds of
 // the shm link (this end's and the peer's). The segment's memfd is closed once mapped.
 static void check_fds_per_connection(const char* who, int baseline) {
   const int want = fastsock_present() ? 3 : 1;
-  const int per = (count_fds() - baseline) / CONNS, rest = (count_fds() - baseline) % CONNS;
+  const int extra = count_connection_fds() - baseline;
+  const int per = extra / CONNS, rest = extra % CONNS;
   CHECK(per == want && rest == 0, "%s: %d descriptors for %d connections, want %d each", who,
-        count_fds() - baseline, CONNS, want);
+        extra, CONNS, want);
   ok("%s: %d descriptors per open connection", who, per);
 }
 
 static void back_to_baseline(const char* who, int fds, int maps) {
-  CHECK(count_fds() == fds, "%s: %d descriptors after closing everything, %d before", who,
-        count_fds(), fds);
+  CHECK(count_connection_fds() == fds, "%s: %d descriptors after closing everything, %d before", who,
+        count_connection_fds(), fds);
   CHECK(shm_segment_mappings() == maps, "%s: %d shm mappings after closing, %d before", who,
         shm_segment_mappings(), maps);
   ok("%s: back to %d descriptors and %d shm mappings", who, fds, maps);
@@ -82,6 +94,7 @@ static _Noreturn void client(uint16_t port) {
   expect_count(CONNS + 1, "fd=|client |on %s", both_ends_link());
   for (int i = 0; i < CONNS; i++) SYS(close(g_fd[i]));
   back_to_baseline("client", fds, maps);
+  check_channels("client", 4);
   exit(0);
 }
 
@@ -140,6 +153,7 @@ int main(void) {
   expect_count(CONNS + 1, "fd=|server |on %s", both_ends_link());
   wait_child_ok(pid, "the client");
   back_to_baseline("server", fds, maps);  // the listener (and its rendezvous record) still open
+  check_channels("server", 128 + 1);
   SYS(close(lfd));
   return 0;
 }

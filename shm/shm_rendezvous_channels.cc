@@ -1,0 +1,153 @@
+// The connector's idle channel cache (shm_rendezvous_channels.hpp).
+#include "shm_rendezvous_channels.hpp"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "real.hpp"
+#include "shm_process.hpp"
+#include "shm_rendezvous_name.hpp"
+
+namespace fastsock::shm::channels {
+
+namespace {
+
+struct Idle {
+  int fd = -1;
+  uid_t uid = 0;
+  stats::Endpoint dst{};
+  uint64_t age = 0;  // when given back: the smallest is the oldest
+};
+
+struct Cache {
+  std::mutex lock;
+  pid_t pid = 0;  // the process whose channels these are
+  Idle idle[kMaxIdle];
+  // Changed under the lock; read without it by the fast paths of processes that keep no
+  // channel (every close() of the application, every dial to a server without fastsock).
+  std::atomic<int> count{0};
+  uint64_t clock = 0;
+};
+
+Cache g_cache;
+
+// A fork copies the cache and its descriptors; the child closes its copies before running
+// anything else, so it can neither use its parent's channels nor mistake a reused number
+// for one. The lock is held across the fork so that the copy is consistent.
+void before_fork() noexcept { g_cache.lock.lock(); }
+void after_fork_parent() noexcept { g_cache.lock.unlock(); }
+void after_fork_child() noexcept {
+  for (Idle& e : g_cache.idle) {
+    if (e.fd >= 0) real().close(e.fd);
+    e.fd = -1;
+  }
+  g_cache.count = 0;
+  g_cache.pid = 0;
+  g_cache.lock.unlock();
+}
+
+void register_fork_handlers() noexcept {
+  static const bool registered =
+      pthread_atfork(before_fork, after_fork_parent, after_fork_child) == 0;
+  (void)registered;
+}
+
+// The cache belongs to `pid` from now on; entries of another pid (a child made by a raw
+// clone, which ran no handler) are forgotten, never closed: their numbers may be reused.
+void own(Cache& c, pid_t pid) noexcept {
+  if (c.pid == pid) return;
+  for (Idle& e : c.idle) e.fd = -1;
+  c.count = 0;
+  c.pid = pid;
+}
+
+}  // namespace
+
+int take(uid_t uid, const stats::Endpoint& dst, pid_t pid) noexcept {
+  register_fork_handlers();
+  if (g_cache.count.load(std::memory_order_relaxed) == 0) return -1;
+  std::lock_guard guard(g_cache.lock);
+  own(g_cache, pid);
+  if (g_cache.count == 0) return -1;
+  // The most recently used first: it is the likeliest to be alive.
+  Idle* best = nullptr;
+  for (Idle& e : g_cache.idle) {
+    if (e.fd < 0 || e.uid != uid || !same_endpoint(e.dst, dst)) continue;
+    if (!best || e.age > best->age) best = &e;
+  }
+  if (!best) return -1;
+  const int fd = best->fd;
+  best->fd = -1;
+  --g_cache.count;
+  return fd;
+}
+
+void give_back(uid_t uid, const stats::Endpoint& dst, pid_t pid, int fd) noexcept {
+  if (fd < 0) return;
+  int evicted = -1;
+  {
+    std::lock_guard guard(g_cache.lock);
+    if (pid != current_pid()) {
+      // Taken before a fork: the parent's, not this process's to keep (or close: the
+      // number is shared with the parent only as a copy, so closing our copy is safe).
+      evicted = fd;
+    } else {
+      own(g_cache, pid);
+      Idle* free_slot = nullptr;
+      Idle* oldest = nullptr;
+      Idle* oldest_same = nullptr;
+      int same = 0;
+      for (Idle& e : g_cache.idle) {
+        if (e.fd < 0) {
+          if (!free_slot) free_slot = &e;
+          continue;
+        }
+        if (!oldest || e.age < oldest->age) oldest = &e;
+        if (e.uid == uid && same_endpoint(e.dst, dst)) {
+          ++same;
+          if (!oldest_same || e.age < oldest_same->age) oldest_same = &e;
+        }
+      }
+      Idle* slot = free_slot;
+      if (same >= kMaxIdlePerDestination) slot = oldest_same;
+      else if (!slot) slot = oldest;
+      if (slot->fd >= 0) {
+        evicted = slot->fd;
+        --g_cache.count;
+      }
+      *slot = Idle{fd, uid, dst, ++g_cache.clock};
+      ++g_cache.count;
+    }
+  }
+  if (evicted >= 0) real().close(evicted);
+}
+
+void close_all() noexcept {
+  std::lock_guard guard(g_cache.lock);
+  const bool mine = g_cache.pid == current_pid();
+  for (Idle& e : g_cache.idle) {
+    if (e.fd >= 0 && mine) real().close(e.fd);
+    e.fd = -1;
+  }
+  g_cache.count = 0;
+}
+
+void forget_range(unsigned first, unsigned last) noexcept {
+  if (g_cache.count.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard guard(g_cache.lock);
+  for (Idle& e : g_cache.idle) {
+    if (e.fd < 0 || unsigned(e.fd) < first || unsigned(e.fd) > last) continue;
+    e.fd = -1;
+    --g_cache.count;
+  }
+}
+
+int idle_count() noexcept {
+  std::lock_guard guard(g_cache.lock);
+  return g_cache.pid == current_pid() ? g_cache.count.load() : 0;
+}
+
+}  // namespace fastsock::shm::channels
