@@ -118,12 +118,15 @@ nginx_run() {
   note "$mode: nginx logged $logged requests for small.bin, all answered 200"
 }
 
-# log_assert_data_on_link: every connection is on $LINK at both ends, but those that carried
-# nothing: wrk opens one connection per run that it closes at once, before nginx accepted
-# it; nginx then finds the connector gone and keeps it on TCP. Those must be idle at both
-# ends (closed sent=0 received=0).
+# log_assert_data_on_link: every connection is on $LINK at both ends, but those whose
+# connector was gone when nginx accepted them: wrk opens one connection per run that it
+# closes at once (a probe), and at the end of a run it closes its connections with requests
+# in flight; nginx then finds the connector gone, keeps the connection on TCP, and may still
+# read the request and answer into the closed socket (seen once in the ASan build: 50 bytes).
+# Those must have closed, have a client line, and be few: at most wrk's probe and its 4
+# connections per run.
 log_assert_data_on_link() {
-  local line pid fd port n_idle=0 total
+  local line pid fd port n_kept=0 total
   while IFS= read -r line; do
     pid=$(sed -nE 's/^fastsock\[([0-9]+)\].*/\1/p' <<<"$line")
     fd=$(sed -nE 's/.* fd=([0-9]+) server .*/\1/p' <<<"$line")
@@ -132,17 +135,16 @@ log_assert_data_on_link() {
       fail "a server connection is not on $LINK: $line"
     awk -v line="$line" -v head="fastsock[$pid] debug: fd=$fd closed " '
       $0 == line { seen = 1; next }
-      seen && index($0, head) == 1 { found = 1; exit !($0 ~ / closed sent=0 received=0$/) }
-      END { if (!found) exit 1 }' "$LOG" ||
-      fail "a connection kept on TCP carried bytes (or did not close): $line"
+      seen && index($0, head) == 1 { found = 1; exit }
+      END { exit !found }' "$LOG" ||
+      fail "a connection kept on TCP did not close: $line"
     grep -qE "client 127\.0\.0\.1:$port -> 127\.0\.0\.1:$PORT on " "$LOG" ||
       fail "no client line for the connection kept on TCP: $line"
-    n_idle=$((n_idle + 1))
+    n_kept=$((n_kept + 1))
   done < <(grep -E "debug: fd=[0-9]+ server .* on " "$LOG" | grep -vE " on $LINK( |\$)")
   total=$(grep -cE "debug: fd=[0-9]+ server .* on " "$LOG")
-  # wrk's first connection of each run, at most.
-  [[ $n_idle -le 2 ]] || fail "$n_idle connections kept on TCP, want at most wrk's 2 probes"
-  note "$((total - n_idle)) of $total connections on $LINK at both ends; $n_idle idle ones (wrk's probe, closed before the accept) on tcp"
+  [[ $n_kept -le 10 ]] || fail "$n_kept connections kept on TCP, want at most wrk's 2 probes and 2 x 4 connections closed at the end of a run"
+  note "$((total - n_kept)) of $total connections on $LINK at both ends; $n_kept whose connector was gone before the accept (wrk's probes, its last connections) on tcp"
 }
 
 nginx_run both
