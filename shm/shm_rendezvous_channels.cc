@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "internal_fds.hpp"
 #include "real.hpp"
 #include "shm_process.hpp"
 #include "shm_rendezvous_name.hpp"
@@ -41,7 +42,7 @@ void before_fork() noexcept { g_cache.lock.lock(); }
 void after_fork_parent() noexcept { g_cache.lock.unlock(); }
 void after_fork_child() noexcept {
   for (Idle& e : g_cache.idle) {
-    if (e.fd >= 0) real().close(e.fd);
+    if (e.fd >= 0) internal_fds::close(e.fd);
     e.fd = -1;
   }
   g_cache.count = 0;
@@ -122,14 +123,14 @@ void give_back(uid_t uid, const stats::Endpoint& dst, pid_t pid, int fd) noexcep
       ++g_cache.count;
     }
   }
-  if (evicted >= 0) real().close(evicted);
+  if (evicted >= 0) internal_fds::close(evicted);
 }
 
 void close_all() noexcept {
   std::lock_guard guard(g_cache.lock);
   const bool mine = g_cache.pid == current_pid();
   for (Idle& e : g_cache.idle) {
-    if (e.fd >= 0 && mine) real().close(e.fd);
+    if (e.fd >= 0 && mine) internal_fds::close(e.fd);
     e.fd = -1;
   }
   g_cache.count = 0;

@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "endpoint.hpp"
+#include "internal_fds.hpp"
 #include "real.hpp"
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_channels.hpp"
@@ -64,7 +65,7 @@ struct ProbeCache {
   int fd = -1;
   pid_t pid = 0;
   ~ProbeCache() {
-    if (fd >= 0 && pid == current_pid()) real().close(fd);
+    if (fd >= 0 && pid == current_pid()) internal_fds::close(fd);
   }
 };
 thread_local ProbeCache t_probe;
@@ -72,6 +73,7 @@ thread_local ProbeCache t_probe;
 int probe_socket(pid_t pid) noexcept {
   if (t_probe.fd < 0 || t_probe.pid != pid) {
     t_probe.fd = real().socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    internal_fds::add(t_probe.fd);
     t_probe.pid = pid;
   }
   return t_probe.fd;
@@ -107,13 +109,14 @@ int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, const char
     return -ECONNREFUSED;
   }
   const int fd = real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  internal_fds::add(fd);  // out of the application's close loops, like every channel
   if (fd < 0) {
     *why = "cannot create a rendezvous socket";
     return -errno;
   }
   if (real().connect(fd, reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0) {
     const int err = -errno;
-    real().close(fd);
+    internal_fds::close(fd);
     if (err == -EAGAIN) {
       // The record exists but its backlog is full: never wait for it.
       *why = "rendezvous record busy (backlog full)";
@@ -129,12 +132,12 @@ int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, const char
   socklen_t peer_len = sizeof peer;
   if (real().getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0 ||
       peer_len != sizeof peer || peer.uid != uid) {
-    real().close(fd);
+    internal_fds::close(fd);
     *why = "rendezvous record belongs to another uid";
     return -EPERM;
   }
   if (const int rc = send_intent(fd); rc != 0) {
-    real().close(fd);
+    internal_fds::close(fd);
     *why = "the rendezvous record closed the channel";
     return rc;
   }
@@ -159,7 +162,7 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
   int fd;
   while ((fd = channels::take(uid, ep, pid)) >= 0) {
     if (send_intent(fd) == 0) break;
-    real().close(fd);
+    internal_fds::close(fd);
   }
   if (fd < 0) fd = dial_new_channel(uid, pid, ep, why);
   if (fd < 0) return fd;
@@ -237,7 +240,7 @@ ReplyStatus Dialer::poll_reply(Reply& reply, PassedFds& fds, const char** why) n
 }
 
 void Dialer::close() noexcept {
-  if (fd_ >= 0) real().close(fd_);
+  if (fd_ >= 0) internal_fds::close(fd_);
   fd_ = -1;
 }
 

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <new>
 
+#include "internal_fds.hpp"
 #include "real.hpp"
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_io.hpp"
@@ -88,6 +89,7 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
   capacity_ = options.table_capacity;
 
   const int fd = real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  internal_fds::add(fd);  // the record and everything below: out of the application's reach
   if (fd < 0) {
     const int err = -errno;
     close();
@@ -114,6 +116,7 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
   int presence = -1;
   if (rc == 0) {
     presence = real().socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    internal_fds::add(presence);
     rc = presence < 0 ? -1
                       : real().bind(presence, reinterpret_cast<const sockaddr*>(&addr), addr_len);
     // Never read: refuse datagrams (senders get EPIPE) rather than let them queue.
@@ -125,6 +128,7 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
   int epfd = -1;
   if (rc == 0) {
     epfd = real().epoll_create1(EPOLL_CLOEXEC);
+    internal_fds::add(epfd);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kRecordTag;
@@ -133,9 +137,9 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
   }
   if (rc != 0) {
     const int err = -errno;
-    if (epfd >= 0) real().close(epfd);
-    if (presence >= 0) real().close(presence);
-    real().close(fd);
+    if (epfd >= 0) internal_fds::close(epfd);
+    if (presence >= 0) internal_fds::close(presence);
+    internal_fds::close(fd);
     close();
     *why = step;
     return err;
@@ -150,15 +154,15 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
 }
 
 void Listener::close() noexcept {
-  if (record_fd_ >= 0) real().close(record_fd_);
-  if (presence_fd_ >= 0) real().close(presence_fd_);
-  if (epoll_fd_ >= 0) real().close(epoll_fd_);
+  if (record_fd_ >= 0) internal_fds::close(record_fd_);
+  if (presence_fd_ >= 0) internal_fds::close(presence_fd_);
+  if (epoll_fd_ >= 0) internal_fds::close(epoll_fd_);
   record_fd_ = -1;
   presence_fd_ = -1;
   epoll_fd_ = -1;
   if (table_) {
     for (int i = 0; i < capacity_; ++i) {
-      if (table_[i].fd >= 0) real().close(table_[i].fd);
+      if (table_[i].fd >= 0) internal_fds::close(table_[i].fd);
       table_[i].fd = -1;
       table_[i].fds.reset();
     }
@@ -186,7 +190,7 @@ void Listener::set_state(Entry& e, State state) noexcept {
 
 void Listener::drop(Entry& e, uint64_t ListenerCounters::*counter) noexcept {
   // (Closing the channel's only descriptor also removes it from the epoll set.)
-  real().close(e.fd);
+  internal_fds::close(e.fd);
   set_state(e, State::idle);
   e.fd = -1;
   e.fds.reset();
@@ -328,7 +332,7 @@ bool Listener::admit(int fd) noexcept {
       }
     }
     if (oldest < 0) {  // every entry is lent to a handshake under way
-      real().close(fd);
+      internal_fds::close(fd);
       ++counters_.evicted;
       return false;
     }
@@ -341,7 +345,7 @@ bool Listener::admit(int fd) noexcept {
   ev.events = EPOLLIN;
   ev.data.u64 = event_tag(slot, seq);
   if (real().epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-    real().close(fd);
+    internal_fds::close(fd);
     ++counters_.dropped_closed;
     return false;
   }
@@ -403,6 +407,7 @@ bool Listener::handle_events(int n, const stats::Endpoint& want, int& found) noe
       // rather than crowd the table.
       while (!got) {
         const int fd = real().accept4(record_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        internal_fds::add(fd);
         if (fd < 0) {
           if (errno == EINTR || errno == ECONNABORTED) continue;
           break;  // EAGAIN, or an error the next match() sees again
@@ -444,15 +449,16 @@ int Listener::adopt_after_fork() noexcept {
   for (int i = 0; i < capacity_; ++i) {
     Entry& e = table_[i];
     if (e.fd < 0) continue;
-    real().close(e.fd);
+    internal_fds::close(e.fd);
     e.fd = -1;
     e.fds.reset();
     e.state = State::idle;
   }
   used_ = 0;
   pending_ = 0;
-  real().close(epoll_fd_);
+  internal_fds::close(epoll_fd_);
   epoll_fd_ = real().epoll_create1(EPOLL_CLOEXEC);
+  internal_fds::add(epoll_fd_);
   if (epoll_fd_ < 0) return -errno;
   epoll_event ev{};
   ev.events = EPOLLIN;

@@ -22,17 +22,22 @@ namespace fastsock::ops {
 namespace {
 
 // Descriptors about to be closed (or replaced by dup2/dup3): the library's own state that
-// refers to them by number goes first.
+// refers to them by number goes first. close() never gets here with one of the library's
+// own descriptors (internal_fds.hpp); dup2/dup3 onto one can: an idle rendezvous channel is
+// then forgotten (other internal descriptors are a documented gap).
 void closing(int fd) {
   log_fd_closing(fd);
   epoll_merge::forget_sets(unsigned(fd), unsigned(fd));
-  shm::channels::forget_range(unsigned(fd), unsigned(fd));
+  if (internal_fds::contains(fd)) {
+    shm::channels::forget_range(unsigned(fd), unsigned(fd));
+    internal_fds::remove(fd);
+  }
 }
 
+// close_range/closefrom spare the library's descriptors (internal_fds::close_range_sparing).
 void closing_range(unsigned first, unsigned last) {
   log_fd_range_closing(first, last);
   epoll_merge::forget_sets(first, last);
-  shm::channels::forget_range(first, last);
 }
 
 }  // namespace
