@@ -50,9 +50,13 @@ void after_fork_child() noexcept {
   g_cache.lock.unlock();
 }
 
-void register_fork_handlers() noexcept {
+// dup2/dup3 by the application onto an idle channel's number (internal_fds::replaced).
+void forget_replaced(int fd) noexcept { forget_range(unsigned(fd), unsigned(fd)); }
+
+void register_handlers() noexcept {
   static const bool registered =
-      pthread_atfork(before_fork, after_fork_parent, after_fork_child) == 0;
+      (internal_fds::on_replaced(forget_replaced),
+       pthread_atfork(before_fork, after_fork_parent, after_fork_child) == 0);
   (void)registered;
 }
 
@@ -68,7 +72,7 @@ void own(Cache& c, pid_t pid) noexcept {
 }  // namespace
 
 int take(uid_t uid, const stats::Endpoint& dst, pid_t pid) noexcept {
-  register_fork_handlers();
+  register_handlers();
   if (g_cache.count.load(std::memory_order_relaxed) == 0) return -1;
   std::lock_guard guard(g_cache.lock);
   own(g_cache, pid);

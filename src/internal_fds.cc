@@ -47,6 +47,9 @@ Word* word_of(int fd, bool create) noexcept {
 
 uint64_t bit_of(int fd) noexcept { return uint64_t{1} << (unsigned(fd) % 64); }
 
+constexpr int kMaxHandlers = 4;
+std::atomic<ReplacedHandler> g_handlers[kMaxHandlers];
+
 // The lowest internal descriptor in [from, last], or -1.
 long next_internal(unsigned from, unsigned last) noexcept {
   const unsigned limit_fd = g_chunk_limit.load(std::memory_order_acquire) * kBitsPerChunk;
@@ -77,6 +80,19 @@ void add(int fd) noexcept {
 
 void remove(int fd) noexcept {
   if (Word* w = word_of(fd, false)) w->fetch_and(~bit_of(fd), std::memory_order_release);
+}
+
+void on_replaced(ReplacedHandler handler) noexcept {
+  for (auto& slot : g_handlers) {
+    ReplacedHandler expected = nullptr;
+    if (slot.compare_exchange_strong(expected, handler) || expected == handler) return;
+  }
+}
+
+void replaced(int fd) noexcept {
+  for (auto& slot : g_handlers)
+    if (ReplacedHandler h = slot.load(std::memory_order_acquire)) h(fd);
+  remove(fd);
 }
 
 int close(int fd) noexcept {

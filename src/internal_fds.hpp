@@ -6,8 +6,9 @@
 // number the library reused) gets EBADF and leaves it alone, and close_range()/closefrom()
 // close everything around them. Without this, such a close silently killed a connection's
 // wake-ups, and the next eventfd write of the library could land in whatever file the
-// application opened under the recycled number. Not covered: dup2/dup3 onto one of these
-// numbers (the kernel replaces it; documented in docs/compatibility.md).
+// application opened under the recycled number. dup2/dup3 onto one of these numbers cannot
+// be refused (the kernel replaces it): owners that can forget such a descriptor register a
+// handler (on_replaced); the others lose it (documented in docs/compatibility.md).
 #pragma once
 
 namespace fastsock::internal_fds {
@@ -19,6 +20,13 @@ void remove(int fd) noexcept;
 // Forgets `fd`, then closes it (in that order: once closed, the number may be reused at once
 // for an application descriptor, which must not look internal). Returns close's result.
 int close(int fd) noexcept;
+
+// The application replaced one of the library's descriptors (dup2/dup3 onto its number:
+// the kernel closed ours). Every handler registered with on_replaced() forgets what it kept
+// under that number; then the number is no longer internal.
+using ReplacedHandler = void (*)(int fd) noexcept;
+void on_replaced(ReplacedHandler handler) noexcept;  // at most 4; idempotent
+void replaced(int fd) noexcept;
 
 // Whether `fd` is one of the library's descriptors.
 bool contains(int fd) noexcept;

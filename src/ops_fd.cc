@@ -13,7 +13,6 @@
 #include "ops.hpp"
 #include "real.hpp"
 #include "result.hpp"
-#include "shm_rendezvous_channels.hpp"
 #include "transport.hpp"
 #include "user_io.hpp"
 
@@ -23,15 +22,11 @@ namespace {
 
 // Descriptors about to be closed (or replaced by dup2/dup3): the library's own state that
 // refers to them by number goes first. close() never gets here with one of the library's
-// own descriptors (internal_fds.hpp); dup2/dup3 onto one can: an idle rendezvous channel is
-// then forgotten (other internal descriptors are a documented gap).
+// own descriptors (internal_fds.hpp); dup2/dup3 onto one can: its owner is told.
 void closing(int fd) {
   log_fd_closing(fd);
   epoll_merge::forget_sets(unsigned(fd), unsigned(fd));
-  if (internal_fds::contains(fd)) {
-    shm::channels::forget_range(unsigned(fd), unsigned(fd));
-    internal_fds::remove(fd);
-  }
+  if (internal_fds::contains(fd)) internal_fds::replaced(fd);
 }
 
 // close_range/closefrom spare the library's descriptors (internal_fds::close_range_sparing).

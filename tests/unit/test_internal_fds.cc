@@ -59,3 +59,21 @@ TEST_CASE("close_range spares internal descriptors, across 64-bit word boundarie
   CHECK_FALSE(fs::contains(576));
   CHECK_FALSE(is_open(576));
 }
+
+namespace {
+int g_replaced_seen = -1, g_replaced_calls = 0;
+void note_replaced(int fd) noexcept {
+  g_replaced_seen = fd;
+  ++g_replaced_calls;
+}
+}  // namespace
+
+TEST_CASE("replaced: the owners are told, then the number is no longer internal") {
+  fs::on_replaced(note_replaced);
+  fs::on_replaced(note_replaced);  // idempotent: told once
+  fs::add(777);
+  fs::replaced(777);
+  CHECK(g_replaced_seen == 777);
+  CHECK(g_replaced_calls == 1);
+  CHECK_FALSE(fs::contains(777));
+}
