@@ -14,6 +14,8 @@ namespace {
 
 using fd_table::detail::Entry;
 using fd_table::detail::g_chunks;
+// Sockets taken from the pool and not yet given back. Written only under the pool lock
+// (plain load and store: no second locked instruction per socket), read anywhere.
 std::atomic<size_t> g_live{0};
 
 // The Socket pool. Allocation happens on socket()/accept(), never on the data path, and
@@ -52,6 +54,7 @@ Socket* pool_take() noexcept {
   }
   Socket* s = g_free_list;
   g_free_list = s->next_free;
+  g_live.store(g_live.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return s;
 }
 
@@ -59,6 +62,7 @@ void pool_give(Socket* s) noexcept {
   std::lock_guard lock(g_pool_mutex);
   s->next_free = g_free_list;
   g_free_list = s;
+  g_live.store(g_live.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
 // Resets everything but `refs`, which racing lookups may be reading (it is 0 here, and a
@@ -91,7 +95,6 @@ void reset_fields(Socket& s) noexcept {
 void release(Socket* s) noexcept {
   if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     on_socket_released(*s);
-    g_live.fetch_sub(1, std::memory_order_relaxed);
     pool_give(s);
   }
 }
@@ -140,7 +143,6 @@ SocketRef make_socket() noexcept {
   Socket* s = pool_take();
   if (!s) return {};
   reset_fields(*s);
-  g_live.fetch_add(1, std::memory_order_relaxed);
   s->refs.store(1, std::memory_order_release);
   return SocketRef(s);
 }

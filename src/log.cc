@@ -55,8 +55,10 @@ void log_write(LogLevel level, const char* fmt, ...) noexcept {
 namespace fastsock {
 
 void log_fd_closing(int fd) noexcept {
+  // Every close() passes here: a plain load first, so that only the close of the log's own
+  // descriptor pays for a locked compare-and-exchange.
   int expected = fd;
-  if (fd != STDERR_FILENO)
+  if (fd != STDERR_FILENO && g_log_fd.load(std::memory_order_relaxed) == fd)
     g_log_fd.compare_exchange_strong(expected, STDERR_FILENO, std::memory_order_relaxed);
 }
 

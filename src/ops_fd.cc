@@ -23,10 +23,11 @@ namespace {
 // Descriptors about to be closed (or replaced by dup2/dup3): the library's own state that
 // refers to them by number goes first. close() never gets here with one of the library's
 // own descriptors (internal_fds.hpp); dup2/dup3 onto one can: its owner is told.
-void closing(int fd) {
+// `internal` says whether `fd` is one of them (the caller has looked already).
+void closing(int fd, bool internal) {
   log_fd_closing(fd);
   epoll_merge::forget_sets(unsigned(fd), unsigned(fd));
-  if (internal_fds::contains(fd)) internal_fds::replaced(fd);
+  if (internal) internal_fds::replaced(fd);
 }
 
 // close_range/closefrom spare the library's descriptors (internal_fds::close_range_sparing).
@@ -40,7 +41,7 @@ void closing_range(unsigned first, unsigned last) {
 long close(int fd) {
   // Never handed to the application: to it the number is not open (internal_fds.hpp).
   if (internal_fds::contains(fd)) return -EBADF;
-  closing(fd);
+  closing(fd, false);
   // Forget first: once the kernel closes the number it may be reused at once by another
   // thread's socket(), and that new entry must not be the one we remove.
   fd_table::remove(fd);
@@ -69,7 +70,7 @@ void closefrom(int lowfd) {
 long fclose(FILE* stream) {
   const int fd = stream ? fileno(stream) : -1;
   if (fd >= 0) {
-    closing(fd);
+    closing(fd, internal_fds::contains(fd));
     fd_table::remove(fd);
   }
   // fclose returns EOF (not -1 by contract) on failure; EOF is -1 in glibc.
@@ -94,7 +95,7 @@ long dup(int fd) {
 }
 
 long dup2(int fd, int newfd) {
-  if (fd != newfd) closing(newfd);
+  if (fd != newfd) closing(newfd, internal_fds::contains(newfd));
   const int rc = real().dup2(fd, newfd);
   if (rc < 0) return -errno;
   if (fd != newfd) fd_table::install_owned(newfd, fd_table::lookup(fd));
@@ -102,7 +103,7 @@ long dup2(int fd, int newfd) {
 }
 
 long dup3(int fd, int newfd, int flags) {
-  if (fd != newfd) closing(newfd);
+  if (fd != newfd) closing(newfd, internal_fds::contains(newfd));
   const int rc = real().dup3(fd, newfd, flags);
   if (rc < 0) return -errno;
   fd_table::install_owned(newfd, fd_table::lookup(fd));
