@@ -54,6 +54,13 @@ class Segment {
   // written, header page and initial windows prefaulted. On failure the object stays empty.
   Status create(const Limits& limits);
 
+  // Connector, on a pooled segment whose both ends released it (shm_pool.hpp): rewrites
+  // the whole layout to exactly what create() leaves in a fresh memfd (zeros, plus the
+  // header line, the geometry words and the switch offsets), so that nothing of the
+  // previous connection's state (counters, flags, marks, the release mark) survives. The
+  // ring bytes are not cleared: only bytes between the new counters are ever read.
+  void reset_layout();
+
   // Acceptor: takes ownership of `fd` (closed on failure too) and validates it: a sealed
   // regular file whose size, magic, version, header size, windows and ring offsets are
   // consistent, with max_window no larger than `acceptable.max_window` (the acceptor's own
@@ -85,6 +92,7 @@ class Segment {
 
  private:
   void reset();
+  void write_fresh_layout();
 
   int fd_ = -1;
   unsigned char* base_ = nullptr;
