@@ -138,16 +138,26 @@ Pool::Pick Pool::pick(const Limits& limits, Status& status) noexcept {
     g_counters.reused.fetch_add(1, std::memory_order_relaxed);
     return Pick{s, SlotOp::reuse};
   }
+  // A new slot: round robin over the free ids, so that an id this side just gave up
+  // (the acceptor refused it, maybe still using its own slot of that id) comes last.
+  for (int k = 0; k < kPoolSlots && free_id >= 0; ++k) {
+    const int id = (next_fresh_ + k) % kPoolSlots;
+    if (!slots_[id]) {
+      free_id = id;
+      break;
+    }
+  }
   if (free_id < 0) {
     g_counters.unpooled.fetch_add(1, std::memory_order_relaxed);
     return pick;
   }
+  next_fresh_ = (free_id + 1) % kPoolSlots;
   auto* s = new (std::nothrow) PoolSlot;
   if (!s) {
     g_counters.unpooled.fetch_add(1, std::memory_order_relaxed);
     return pick;
   }
-  status = s->segment.create(limits);
+  status = s->segment.create(limits, kPooledSegmentName);
   if (status.ok()) {
     s->own_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (s->own_bell < 0) status = Status{errno, "cannot create an eventfd"};
@@ -247,7 +257,7 @@ void Pool::release(PoolSlot* slot, int side) noexcept {
     std::lock_guard guard(lock_);
     const bool listed = !closed_ && slot->id < kPoolSlots && slots_[slot->id] == slot;
     // A fork since the connection began: another process may still hold the segment.
-    const bool keep = listed && slot->fork_era == fork_era() && (side == 0 || still_initial(*slot));
+    const bool keep = listed && slot->fork_era == fork_era() && still_initial(*slot);
     if (side == 1) {
       // The last store of this end into the segment: from here the connector may reuse it.
       release_mark(*slot).store(keep ? kSlotReleased : kSlotRetired, std::memory_order_release);

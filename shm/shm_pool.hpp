@@ -99,6 +99,7 @@ class Pool {
   std::mutex lock_;
   pid_t owner_ = 0;
   bool closed_ = false;
+  int next_fresh_ = 0;  // where the search for a free id starts
   PoolSlot* slots_[kPoolSlots] = {};
 };
 

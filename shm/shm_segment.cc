@@ -82,11 +82,11 @@ int Segment::prefault(int d, uint64_t offset, uint64_t bytes) const {
   return errno == EINVAL ? 0 : -errno;
 }
 
-Status Segment::create(const Limits& limits) {
+Status Segment::create(const Limits& limits, const char* name) {
   reset();
   if (Status s = validate_limits(limits); !s.ok()) return s;
   const uint64_t bytes = segment_bytes(limits);
-  int fd = ::memfd_create("fastsock-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return fail(errno, "memfd_create failed");
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     int err = errno;

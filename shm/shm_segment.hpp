@@ -20,6 +20,9 @@
 
 namespace fastsock::shm {
 
+inline constexpr const char* kSegmentName = "fastsock-shm";
+inline constexpr const char* kPooledSegmentName = "fastsock-shm-pool";
+
 // Ring window sizes, chosen by the caller (the configuration). Both powers of two,
 // kMinWindow <= initial_window <= max_window <= kMaxWindowLimit.
 struct Limits {
@@ -52,7 +55,9 @@ class Segment {
 
   // Connector: a new memfd (MFD_CLOEXEC | MFD_ALLOW_SEALING), sized, sealed, mapped, header
   // written, header page and initial windows prefaulted. On failure the object stays empty.
-  Status create(const Limits& limits);
+  // `name` is the memfd's (/proc/PID/maps shows "/memfd:<name>" in both processes): pooled
+  // segments are told apart by theirs (kPooledSegmentName).
+  Status create(const Limits& limits, const char* name = kSegmentName);
 
   // Connector, on a pooled segment whose both ends released it (shm_pool.hpp): rewrites
   // the whole layout to exactly what create() leaves in a fresh memfd (zeros, plus the
