@@ -258,11 +258,17 @@ void Pool::release(PoolSlot* slot, int side) noexcept {
     const bool listed = !closed_ && slot->id < kPoolSlots && slots_[slot->id] == slot;
     // A fork since the connection began: another process may still hold the segment.
     const bool keep = listed && slot->fork_era == fork_era() && still_initial(*slot);
-    if (side == 1) {
+    if (keep) {
+      // Our count first, under the lock that take_reused() checks it under: once the
+      // connector sees the mark, this end's count already says free. (The pool's reference
+      // remains, so this is never the last one.)
+      slot->refs.fetch_sub(1, std::memory_order_acq_rel);
       // The last store of this end into the segment: from here the connector may reuse it.
-      release_mark(*slot).store(keep ? kSlotReleased : kSlotRetired, std::memory_order_release);
+      if (side == 1) release_mark(*slot).store(kSlotReleased, std::memory_order_release);
+      return;
     }
-    if (listed && !keep) {
+    if (side == 1) release_mark(*slot).store(kSlotRetired, std::memory_order_release);
+    if (listed) {
       drop_locked(slot->id);
       g_counters.retired.fetch_add(1, std::memory_order_relaxed);
     }
