@@ -39,10 +39,17 @@ bool still_initial(const PoolSlot& s) noexcept {
   return true;
 }
 
-// Signals of the previous connection must not wake the next one's first waiter.
-void drain(int bell) noexcept {
+// A signal of the previous connection that nobody consumed (the side's `pending` flag says
+// so: a peer writes the eventfd only after setting it) must not wake the next connection's
+// first waiter for nothing. Both ends released the slot, so the connector drains both
+// eventfds; a flag that lies costs one read, or one spurious wake-up, never a lost signal.
+void drain_unconsumed(const PoolSlot& s) noexcept {
   uint64_t n;
-  if (bell >= 0) (void)sys::read(bell, &n, sizeof n);
+  const Layout* l = s.segment.layout();
+  if (l->side[0].pending.load(std::memory_order_acquire) != 0)
+    (void)sys::read(s.own_bell, &n, sizeof n);
+  if (l->side[1].pending.load(std::memory_order_acquire) != 0)
+    (void)sys::read(s.peer_bell, &n, sizeof n);
 }
 
 std::atomic<uint32_t>& release_mark(const PoolSlot& s) noexcept {
@@ -131,8 +138,8 @@ Pool::Pick Pool::pick(const Limits& limits, Status& status) noexcept {
       if (free_id < 0) free_id = id;
       continue;
     }
+    drain_unconsumed(*s);
     s->segment.reset_layout();
-    drain(s->own_bell);
     s->refs.fetch_add(1, std::memory_order_relaxed);
     s->fork_era = fork_era();
     g_counters.reused.fetch_add(1, std::memory_order_relaxed);
@@ -202,7 +209,6 @@ PoolSlot* Pool::take_reused(uint16_t id, const char** why) noexcept {
     *why = "the acceptor still uses the pooled segment";
     return nullptr;
   }
-  drain(s->own_bell);
   s->refs.fetch_add(1, std::memory_order_relaxed);
   s->fork_era = fork_era();
   g_counters.reused.fetch_add(1, std::memory_order_relaxed);
