@@ -136,8 +136,8 @@ int Conn::prepare(const sockaddr* dst, socklen_t len, const char** why) {
   if (int rc = dialer_.dial(dst, len, why); rc < 0) return rc;
   // Everything the hello carries is made now, before the TCP connect: the acceptor waits
   // for the hello only briefly once it has accepted, so little may happen in between.
-  // A segment of the channel's pool first: a released one costs no system call but the
-  // drain of its eventfd (shm_pool.hpp).
+  // A segment of the channel's pool first: a released one costs no system call (an
+  // eventfd is drained only where a signal was left), a new one is kept (shm_pool.hpp).
   if (Pool* pool = dialer_.pool()) {
     Status st;
     const Pool::Pick pick = pool->pick(options_.limits, st);

@@ -105,13 +105,6 @@ void Pool::drop_locked(int id) noexcept {
   slots_[id] = nullptr;
 }
 
-int Pool::size() noexcept {
-  std::lock_guard guard(lock_);
-  int n = 0;
-  for (PoolSlot* s : slots_) n += s != nullptr;
-  return n;
-}
-
 Pool::Pick Pool::pick(const Limits& limits, Status& status) noexcept {
   status = Status{};
   Pick pick;

@@ -87,7 +87,6 @@ class Pool {
   // Drops the connection's reference.
   void release(PoolSlot* slot, int side) noexcept;
 
-  int size() noexcept;  // slots held (tests)
 
  private:
   Pool() = default;
