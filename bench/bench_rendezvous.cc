@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "endpoint.hpp"
+#include "shm_pool.hpp"
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_channels.hpp"
 #include "shm_rendezvous_io.hpp"
@@ -258,6 +259,38 @@ void part_segment(long n) {
   }
 }
 
+// The same with the pool of a channel on each end (shm_pool.hpp): after the first
+// connection, the connector takes the released slot (layout reset, eventfd drained), the
+// acceptor checks and takes its own, and both let go at the end (the acceptor's mark).
+void part_pooled_segment(long n) {
+  Pool* connector = Pool::create();
+  Pool* acceptor = Pool::create();
+  Status st;
+  const char* why = nullptr;
+  for (long i = 0; i < n; ++i) {
+    const Pool::Pick pick = connector->pick(Limits{}, st);
+    if (!pick.slot) die("pool pick");
+    PoolSlot* mine;
+    if (pick.op == SlotOp::fresh) {
+      Segment attached;
+      if (!attached.attach(fcntl(pick.slot->segment.fd(), F_DUPFD_CLOEXEC, 0), Limits{}).ok())
+        die("segment attach");
+      pick.slot->segment.close_fd();
+      pick.slot->peer_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+      mine = acceptor->keep_fresh(pick.slot->id, static_cast<Segment&&>(attached),
+                                  eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC),
+                                  eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), &why);
+    } else {
+      mine = acceptor->take_reused(pick.slot->id, &why);
+    }
+    if (!mine) die(why);
+    acceptor->release(mine, 1);
+    connector->release(pick.slot, 0);
+  }
+  connector->close();
+  acceptor->close();
+}
+
 const Part kParts[] = {
     {"tcp connect+accept+close (2 sockets)", part_tcp},
     {"rendezvous (channel kept, 2+1 fds)", part_rendezvous},
@@ -269,6 +302,7 @@ const Part kParts[] = {
     {"eventfd + close", part_eventfd},
     {"memfd_create + ftruncate 64K + close", part_memfd},
     {"segment create+attach+unmap (both ends)", part_segment},
+    {"pooled segment: take+release (both ends)", part_pooled_segment},
 };
 
 // The TCP listener, its record and the descriptors of the in-process parts.

@@ -105,6 +105,16 @@ ssize_t kernel_send(int fd, const iovec* iov, int iovcnt, int flags) {
 
 Conn::~Conn() {
   std::free(leftover_);
+  if (slot_) {
+    // The segment and both eventfds are the pool's: the slot goes back (or leaves the
+    // pool, see shm_pool.hpp); on the acceptor's side this marks it released. A connector's
+    // slot that the acceptor did not take with a usable answer (rejected, no reply, no
+    // eventfd, hello never sent) leaves the pool: its state on the other side is unknown.
+    if (side_ == 0 && !slot_confirmed_) pool_->forget(slot_);
+    pool_->release(slot_, side_);
+    pool_->unref();
+    return;
+  }
   // Forgotten before closed: the number may be reused at once (internal_fds.hpp).
   internal_fds::remove(own_bell_);
   internal_fds::remove(peer_bell_);
@@ -112,11 +122,37 @@ Conn::~Conn() {
   if (peer_bell_ >= 0) sys::close(peer_bell_);
 }
 
+void Conn::use_slot(Pool* pool, PoolSlot* slot) {
+  pool->ref();
+  pool_ = pool;
+  slot_ = slot;
+  seg_ = &slot->segment;
+  own_bell_ = slot->own_bell;
+  peer_bell_ = slot->peer_bell;
+}
+
 int Conn::prepare(const sockaddr* dst, socklen_t len, const char** why) {
   side_ = 0;
   if (int rc = dialer_.dial(dst, len, why); rc < 0) return rc;
   // Everything the hello carries is made now, before the TCP connect: the acceptor waits
   // for the hello only briefly once it has accepted, so little may happen in between.
+  // A segment of the channel's pool first: a released one costs no system call (an
+  // eventfd is drained only where a signal was left), a new one is kept (shm_pool.hpp).
+  if (Pool* pool = dialer_.pool()) {
+    Status st;
+    const Pool::Pick pick = pool->pick(options_.limits, st);
+    if (!st.ok()) {
+      *why = st.reason;
+      return -st.err;
+    }
+    if (pick.slot) {
+      use_slot(pool, pick.slot);
+      slot_op_ = pick.op;
+      dialer_.set_slot(pick.op, pick.slot->id);
+      phase_ = Phase::dialled;
+      return 0;
+    }
+  }
   if (Status st = segment_.create(options_.limits); !st.ok()) {
     *why = st.reason;
     return -st.err;
@@ -144,18 +180,24 @@ int Conn::start_connector(int fd, const char** why) {
     return -errno;
   }
   const stats::Endpoint local = endpoint_from(reinterpret_cast<sockaddr*>(&ss), sl);
-  const int fds[2] = {segment_.fd(), own_bell_};
-  if (int rc = dialer_.send_hello(local, fds, 2, why); rc < 0) return rc;
-  segment_.close_fd();
-  tx_ = RingProducer(segment_, 0);
-  rx_ = RingConsumer(segment_, 1);
-  handoff_out_ = HandoffSender(segment_, 0);
-  handoff_in_ = HandoffReceiver(segment_, 1);
-  tx_control_ = Control(segment_, 0);
-  rx_control_ = Control(segment_, 1);
-  // The acceptor's eventfd comes with its reply: until then this end can arm (the acceptor
-  // signals it) but not signal.
-  notifier_ = Notifier(segment_, 0, own_bell_, -1);
+  // A reused segment: the acceptor has it and both eventfds already.
+  const int fds[2] = {seg_->fd(), own_bell_};
+  const int nfds = slot_op_ == SlotOp::reuse ? 0 : 2;
+  if (int rc = dialer_.send_hello(local, fds, nfds, why); rc < 0) return rc;
+  LOG_DEBUG("fd=%d shm: segment %s", fd,
+            slot_op_ == SlotOp::reuse   ? "reused from the channel's pool"
+            : slot_op_ == SlotOp::fresh ? "new, kept in the channel's pool"
+                                        : "of its own (not pooled)");
+  seg_->close_fd();
+  tx_ = RingProducer(*seg_, 0);
+  rx_ = RingConsumer(*seg_, 1);
+  handoff_out_ = HandoffSender(*seg_, 0);
+  handoff_in_ = HandoffReceiver(*seg_, 1);
+  tx_control_ = Control(*seg_, 0);
+  rx_control_ = Control(*seg_, 1);
+  // The acceptor's eventfd comes with its reply (or is the slot's, on a reuse): until then
+  // this end can arm (the acceptor signals it) but not signal.
+  notifier_ = Notifier(*seg_, 0, own_bell_, -1);
   phase_ = Phase::awaiting_peer;
   return 0;
 }
@@ -164,41 +206,72 @@ int Conn::start_acceptor(Handshake& handshake, const char** why) {
   side_ = 1;
   phase_ = Phase::tcp;
   const char* ignored;
-  const int memfd = handshake.fds().take(0);
-  const int bell = handshake.fds().take(1);
-  if (memfd < 0 || bell < 0) {
-    if (memfd >= 0) sys::close(memfd);
-    if (bell >= 0) sys::close(bell);
-    *why = "the connector's hello carried no segment";
+  const Hello& hello = handshake.hello();
+  Pool* pool = handshake.pool();
+  if (hello.slot_op != SlotOp::unpooled && !pool) {
+    *why = "no pool for this channel";
     (void)handshake.reject(*why, &ignored);
-    return -EPROTO;
+    return -ENOMEM;
   }
-  peer_bell_ = bell;
-  internal_fds::add(peer_bell_);
-  if (Status st = segment_.attach(memfd, options_.limits); !st.ok()) {
-    *why = st.reason;
-    (void)handshake.reject(st.reason, &ignored);
-    return -st.err;
+  if (hello.slot_op == SlotOp::reuse) {
+    PoolSlot* slot = pool->take_reused(hello.slot, why);
+    if (!slot) {
+      (void)handshake.reject(*why, &ignored);
+      return -EBUSY;
+    }
+    use_slot(pool, slot);
+  } else {
+    const int memfd = handshake.fds().take(0);
+    const int bell = handshake.fds().take(1);
+    if (memfd < 0 || bell < 0) {
+      if (memfd >= 0) sys::close(memfd);
+      if (bell >= 0) sys::close(bell);
+      *why = "the connector's hello carried no segment";
+      (void)handshake.reject(*why, &ignored);
+      return -EPROTO;
+    }
+    peer_bell_ = bell;
+    internal_fds::add(peer_bell_);
+    if (Status st = segment_.attach(memfd, options_.limits); !st.ok()) {
+      *why = st.reason;
+      (void)handshake.reject(st.reason, &ignored);
+      return -st.err;
+    }
+    // Mapped and sealed: the memfd is not needed any more (the connector closes its own once
+    // passed). Kept open it would cost a descriptor per accepted connection.
+    segment_.close_fd();
+    own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    internal_fds::add(own_bell_);  // out of the application's close loops
+    if (own_bell_ < 0) {
+      *why = "cannot create an eventfd";
+      (void)handshake.reject(*why, &ignored);
+      return -errno;
+    }
+    if (hello.slot_op == SlotOp::fresh) {
+      // The pool keeps the segment and both eventfds from here, also when it refuses.
+      PoolSlot* slot = pool->keep_fresh(hello.slot, static_cast<Segment&&>(segment_), own_bell_,
+                                        peer_bell_, why);
+      own_bell_ = peer_bell_ = -1;
+      if (!slot) {
+        (void)handshake.reject(*why, &ignored);
+        return -EBUSY;
+      }
+      use_slot(pool, slot);
+    }
   }
-  // Mapped and sealed: the memfd is not needed any more (the connector closes its own once
-  // passed). Kept open it would cost a descriptor per accepted connection.
-  segment_.close_fd();
-  own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  internal_fds::add(own_bell_);  // out of the application's close loops
-  if (own_bell_ < 0) {
-    *why = "cannot create an eventfd";
-    (void)handshake.reject(*why, &ignored);
-    return -errno;
-  }
-  if (handshake.hello().pid == current_pid()) segment_.set_peer_in_this_process(true);
-  tx_ = RingProducer(segment_, 1);
-  rx_ = RingConsumer(segment_, 0);
-  handoff_out_ = HandoffSender(segment_, 1);
-  handoff_in_ = HandoffReceiver(segment_, 0);
-  tx_control_ = Control(segment_, 1);
-  rx_control_ = Control(segment_, 0);
-  notifier_ = Notifier(segment_, 1, own_bell_, peer_bell_);
-  if (int rc = handshake.accept(&own_bell_, 1, why); rc < 0) return rc;
+  slot_op_ = hello.slot_op;
+  if (hello.pid == current_pid()) seg_->set_peer_in_this_process(true);
+  tx_ = RingProducer(*seg_, 1);
+  rx_ = RingConsumer(*seg_, 0);
+  handoff_out_ = HandoffSender(*seg_, 1);
+  handoff_in_ = HandoffReceiver(*seg_, 0);
+  tx_control_ = Control(*seg_, 1);
+  rx_control_ = Control(*seg_, 0);
+  notifier_ = Notifier(*seg_, 1, own_bell_, peer_bell_);
+  // Only a fresh or unpooled segment's reply carries this end's eventfd: on a reuse the
+  // connector has it already.
+  if (int rc = handshake.accept(&own_bell_, slot_op_ == SlotOp::reuse ? 0 : 1, why); rc < 0)
+    return rc;
   // Confirmation: the reply is queued before this store, so a connector that sees the
   // switch offset finds the reply waiting. Nothing was sent on TCP yet: offset 0.
   tx_control_.set_switch_offset(0);
@@ -232,13 +305,17 @@ bool Conn::check_peer() {
     case ReplyStatus::pending:
       return false;
     case ReplyStatus::accepted: {
-      const int bell = fds.take(0);
+      // A reused segment's eventfds are the slot's; a fresh one's comes with this reply.
+      const bool reused = slot_op_ == SlotOp::reuse;
+      if (reused && fds.count() != 0) break;  // not what a reuse is answered with
+      const int bell = reused ? peer_bell_ : fds.take(0);
       if (bell < 0 && confirmed) {
         // The acceptor's eventfd did not come through (this process is out of
         // descriptors: the kernel truncated it away) but the acceptor already sends on the
         // ring. Reading the ring needs no eventfd of the peer's; this end just cannot wake
         // the acceptor, so its own bytes go by TCP (send() moves them) and an acceptor
-        // waiting for room is freed by its stalled-ring rule.
+        // waiting for room is freed by its stalled-ring rule. (A pooled slot without it
+        // is not kept: it is never confirmed.)
         peer_bell_missing_ = true;
         phase_ = Phase::active;
         LOG_DEBUG("shm: the acceptor's eventfd was not received (%s): this end sends on TCP",
@@ -246,10 +323,15 @@ bool Conn::check_peer() {
         return true;
       }
       if (bell < 0) break;
-      peer_bell_ = bell;
-      internal_fds::add(peer_bell_);
-      if (reply.pid == current_pid()) segment_.set_peer_in_this_process(true);
+      if (!reused) {
+        peer_bell_ = bell;
+        if (slot_)
+          slot_->peer_bell = bell;  // the slot's from now on
+        internal_fds::add(peer_bell_);
+      }
+      if (reply.pid == current_pid()) seg_->set_peer_in_this_process(true);
       notifier_.set_peer(peer_bell_);
+      slot_confirmed_ = true;
       phase_ = Phase::active;
       return true;
     }

@@ -30,6 +30,7 @@
 #include "shm_control.hpp"
 #include "shm_handoff.hpp"
 #include "shm_notify.hpp"
+#include "shm_pool.hpp"
 #include "shm_rendezvous.hpp"
 #include "shm_ring.hpp"
 #include "shm_segment.hpp"
@@ -100,6 +101,9 @@ class Conn {
 
  private:
   bool connector() const { return side_ == 0; }
+  // Borrows `slot` of `pool` (referenced by the caller for this connection).
+  void use_slot(Pool* pool, PoolSlot* slot);
+
   // Connector: collects the acceptor's reply once it has confirmed (or failed). Returns
   // true when the phase changed.
   bool check_peer();
@@ -147,7 +151,14 @@ class Conn {
   const char* fallback_reason_ = nullptr;
 
   Dialer dialer_;
-  Segment segment_;
+  Segment segment_;         // an unpooled connection's own segment
+  Segment* seg_ = &segment_;  // the segment in use: segment_ or the pooled slot's
+  // A pooled segment (shm_pool.hpp): the slot and its pool, referenced by this connection,
+  // which borrows the segment and both eventfds (own_bell_, peer_bell_) from the slot.
+  Pool* pool_ = nullptr;
+  PoolSlot* slot_ = nullptr;
+  SlotOp slot_op_ = SlotOp::unpooled;
+  bool slot_confirmed_ = false;  // connector: the acceptor accepted this slot
   RingProducer tx_;
   RingConsumer rx_;
   HandoffSender handoff_out_;

@@ -24,8 +24,9 @@
 namespace fastsock::shm {
 
 inline constexpr uint64_t kMagic = 0x6d68'736b'636f'7366ull;  // "fsockshm" little-endian
-// 2: SideLine::cpu; ring geometry (growth when not empty). 3: typed marks.
-inline constexpr uint32_t kVersion = 3;
+// 2: SideLine::cpu; ring geometry (growth when not empty). 3: typed marks. 4: SideLine::
+// released (pooled segments).
+inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kHeaderBytes = 4096;         // the layout, padded to one page
 inline constexpr uint32_t kMinWindow = 4096;           // smallest ring window (one page)
 inline constexpr uint32_t kMaxWindowLimit = 64u << 20; // largest max_window attach accepts
@@ -177,12 +178,21 @@ struct alignas(64) SideLine {
   // 1 + the CPU s last started waiting on (0: not known yet). A scheduling hint for the
   // peer's spin (shm_notify.hpp); any value is harmless.
   std::atomic<uint32_t> cpu;
-  uint32_t reserved[12];
+  // A pooled segment (shm_pool.hpp), side 1's line only: kSlotReleased once the acceptor's
+  // connection let go of it (the connector may then reuse it for its next connection),
+  // kSlotRetired when the acceptor will never use it again. 0 while in use. The connector
+  // trusts it only together with its own reference count, and resets it on reuse.
+  std::atomic<uint32_t> released;
+  uint32_t reserved[11];
 };
+inline constexpr uint32_t kSlotInUse = 0;
+inline constexpr uint32_t kSlotReleased = 1;
+inline constexpr uint32_t kSlotRetired = 2;
 static_assert(offsetof(SideLine, arm_data) == 0);
 static_assert(offsetof(SideLine, arm_space) == 4);
 static_assert(offsetof(SideLine, pending) == 8);
 static_assert(offsetof(SideLine, cpu) == 12);
+static_assert(offsetof(SideLine, released) == 16);
 static_assert(sizeof(SideLine) == 64);
 
 // The typed marks of one direction (the typed API's element type, out of band): its

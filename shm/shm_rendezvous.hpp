@@ -31,6 +31,8 @@
 
 namespace fastsock::shm {
 
+class Pool;  // shm_pool.hpp
+
 // Descriptors received from the peer, owned until taken; the rest close with the object.
 class PassedFds {
  public:
@@ -92,6 +94,9 @@ class Handshake {
   bool valid() const noexcept { return fd_ >= 0; }
   const Hello& hello() const noexcept { return hello_; }
   PassedFds& fds() noexcept { return fds_; }  // the connector's descriptors
+  // The channel's segment pool (shm_pool.hpp), valid until the Handshake is answered or
+  // closed (take a reference to keep it longer); nullptr when out of memory.
+  Pool* pool() const noexcept { return pool_; }
 
   // Answers the connector and gives the channel back to the Listener for the connector's
   // next connection. accept() passes `count` (<= kMaxPassedFds) of the caller's
@@ -111,6 +116,7 @@ class Handshake {
   Listener* owner_ = nullptr;
   int slot_ = -1;
   int fd_ = -1;
+  Pool* pool_ = nullptr;
   Hello hello_{};
   PassedFds fds_;
 };
@@ -261,6 +267,15 @@ class Dialer {
   // socket kept per thread (so a dial that finds none creates nothing).
   int dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexcept;
 
+  // The channel's segment pool (shm_pool.hpp), while this Dialer holds the channel (from
+  // dial() to the reply); nullptr when it has none. It closes with the channel.
+  Pool* pool() const noexcept { return pool_; }
+  // What the next hello says about its segment (default: unpooled, slot 0).
+  void set_slot(SlotOp op, uint16_t slot) noexcept {
+    slot_op_ = op;
+    slot_ = slot;
+  }
+
   // After the TCP connect returned 0 or EINPROGRESS: sends the hello with the connector's
   // local endpoint and `count` (<= kMaxPassedFds) descriptors (the caller keeps its own).
   // Never waits: -EAGAIN if the socket buffer is full (cannot happen for the first
@@ -280,11 +295,15 @@ class Dialer {
   // The port of the destination dialled (0 before dial()).
   uint16_t server_port() const noexcept { return server_port_; }
 
-  // Before the reply was read: closes the channel (the acceptor sees the handshake end).
+  // Before the reply was read: closes the channel (the acceptor sees the handshake end)
+  // and its pool.
   void close() noexcept;
 
  private:
   int fd_ = -1;
+  Pool* pool_ = nullptr;
+  SlotOp slot_op_ = SlotOp::unpooled;
+  uint16_t slot_ = 0;
   pid_t pid_ = 0;  // when dial() ran: the hello's pid
   uid_t uid_ = 0;
   stats::Endpoint destination_{};  // canonical: the channel cache's key

@@ -9,6 +9,7 @@
 
 #include "internal_fds.hpp"
 #include "real.hpp"
+#include "shm_pool.hpp"
 #include "shm_process.hpp"
 #include "shm_rendezvous_name.hpp"
 
@@ -18,6 +19,7 @@ namespace {
 
 struct Idle {
   int fd = -1;
+  Pool* pool = nullptr;  // the channel's segment pool (closed with the channel)
   uid_t uid = 0;
   stats::Endpoint dst{};
   uint64_t age = 0;  // when given back: the smallest is the oldest
@@ -43,7 +45,11 @@ void after_fork_parent() noexcept { g_cache.lock.unlock(); }
 void after_fork_child() noexcept {
   for (Idle& e : g_cache.idle) {
     if (e.fd >= 0) internal_fds::close(e.fd);
+    // The parent's pool: the child drops its copies of the idle slots (Pool::close never
+    // locks or marks a pool of another process).
+    if (e.fd >= 0 && e.pool) e.pool->close();
     e.fd = -1;
+    e.pool = nullptr;
   }
   g_cache.count = 0;
   g_cache.pid = 0;
@@ -64,14 +70,22 @@ void register_handlers() noexcept {
 // clone, which ran no handler) are forgotten, never closed: their numbers may be reused.
 void own(Cache& c, pid_t pid) noexcept {
   if (c.pid == pid) return;
-  for (Idle& e : c.idle) e.fd = -1;
+  for (Idle& e : c.idle) {
+    e.fd = -1;
+    e.pool = nullptr;  // (its copies stay mapped in this process: no handler ran)
+  }
   c.count = 0;
   c.pid = pid;
 }
 
+void close_pool(Pool* pool) noexcept {
+  if (pool) pool->close();
+}
+
 }  // namespace
 
-int take(uid_t uid, const stats::Endpoint& dst, pid_t pid) noexcept {
+int take(uid_t uid, const stats::Endpoint& dst, pid_t pid, Pool*& pool) noexcept {
+  pool = nullptr;
   register_handlers();
   if (g_cache.count.load(std::memory_order_relaxed) == 0) return -1;
   std::lock_guard guard(g_cache.lock);
@@ -85,20 +99,27 @@ int take(uid_t uid, const stats::Endpoint& dst, pid_t pid) noexcept {
   }
   if (!best) return -1;
   const int fd = best->fd;
+  pool = best->pool;
   best->fd = -1;
+  best->pool = nullptr;
   --g_cache.count;
   return fd;
 }
 
-void give_back(uid_t uid, const stats::Endpoint& dst, pid_t pid, int fd) noexcept {
-  if (fd < 0) return;
+void give_back(uid_t uid, const stats::Endpoint& dst, pid_t pid, int fd, Pool* pool) noexcept {
+  if (fd < 0) {
+    close_pool(pool);
+    return;
+  }
   int evicted = -1;
+  Pool* evicted_pool = nullptr;
   {
     std::lock_guard guard(g_cache.lock);
     if (pid != current_pid()) {
       // Taken before a fork: the parent's, not this process's to keep (or close: the
       // number is shared with the parent only as a copy, so closing our copy is safe).
       evicted = fd;
+      evicted_pool = pool;
     } else {
       own(g_cache, pid);
       Idle* free_slot = nullptr;
@@ -121,33 +142,51 @@ void give_back(uid_t uid, const stats::Endpoint& dst, pid_t pid, int fd) noexcep
       else if (!slot) slot = oldest;
       if (slot->fd >= 0) {
         evicted = slot->fd;
+        evicted_pool = slot->pool;
         --g_cache.count;
       }
-      *slot = Idle{fd, uid, dst, ++g_cache.clock};
+      *slot = Idle{fd, pool, uid, dst, ++g_cache.clock};
       ++g_cache.count;
     }
   }
   if (evicted >= 0) internal_fds::close(evicted);
+  close_pool(evicted_pool);  // outside the cache lock: the cache and pool locks never nest
 }
 
 void close_all() noexcept {
-  std::lock_guard guard(g_cache.lock);
-  const bool mine = g_cache.pid == current_pid();
-  for (Idle& e : g_cache.idle) {
-    if (e.fd >= 0 && mine) internal_fds::close(e.fd);
-    e.fd = -1;
+  Pool* pools[kMaxIdle] = {};
+  {
+    std::lock_guard guard(g_cache.lock);
+    const bool mine = g_cache.pid == current_pid();
+    for (int i = 0; i < kMaxIdle; ++i) {
+      Idle& e = g_cache.idle[i];
+      if (e.fd >= 0 && mine) {
+        internal_fds::close(e.fd);
+        pools[i] = e.pool;
+      }
+      e.fd = -1;
+      e.pool = nullptr;
+    }
+    g_cache.count = 0;
   }
-  g_cache.count = 0;
+  for (Pool* p : pools) close_pool(p);
 }
 
 void forget_range(unsigned first, unsigned last) noexcept {
   if (g_cache.count.load(std::memory_order_relaxed) == 0) return;
-  std::lock_guard guard(g_cache.lock);
-  for (Idle& e : g_cache.idle) {
-    if (e.fd < 0 || unsigned(e.fd) < first || unsigned(e.fd) > last) continue;
-    e.fd = -1;
-    --g_cache.count;
+  Pool* pools[kMaxIdle] = {};
+  {
+    std::lock_guard guard(g_cache.lock);
+    for (int i = 0; i < kMaxIdle; ++i) {
+      Idle& e = g_cache.idle[i];
+      if (e.fd < 0 || unsigned(e.fd) < first || unsigned(e.fd) > last) continue;
+      pools[i] = e.pool;
+      e.fd = -1;
+      e.pool = nullptr;
+      --g_cache.count;
+    }
   }
+  for (Pool* p : pools) close_pool(p);
 }
 
 int idle_count() noexcept {

@@ -15,21 +15,27 @@
 
 #include "stats_layout.hpp"
 
+namespace fastsock::shm {
+class Pool;
+}
+
 namespace fastsock::shm::channels {
 
 inline constexpr int kMaxIdlePerDestination = 4;
 inline constexpr int kMaxIdle = 32;
 
-// An idle channel to the listener `dst` reaches (-1: none). The caller owns it until it
-// gives it back or closes it.
-int take(uid_t uid, const stats::Endpoint& dst, pid_t pid) noexcept;
-// Keeps `fd` for the next connection to `dst`, made by `pid` (closed instead if `pid` is
-// not this process any more, or when the cache is full and it is the oldest).
-void give_back(uid_t uid, const stats::Endpoint& dst, pid_t pid, int fd) noexcept;
+// An idle channel to the listener `dst` reaches (-1: none), with its segment pool
+// (shm_pool.hpp; may be null). The caller owns both until it gives them back or closes them
+// (a channel's pool closes with it: Pool::close).
+int take(uid_t uid, const stats::Endpoint& dst, pid_t pid, Pool*& pool) noexcept;
+// Keeps `fd` and its pool for the next connection to `dst`, made by `pid` (closed instead
+// if `pid` is not this process any more, or when the cache is full and it is the oldest).
+void give_back(uid_t uid, const stats::Endpoint& dst, pid_t pid, int fd, Pool* pool) noexcept;
 // Closes every idle channel of this process (tests; a process that wants none kept).
 void close_all() noexcept;
 // The application closed (or dup2'ed over) the descriptors [first, last]: idle channels
-// among them are forgotten, never used or closed again (the numbers may be reused at once).
+// among them are forgotten, never used or closed again (the numbers may be reused at once);
+// their pools close.
 void forget_range(unsigned first, unsigned last) noexcept;
 int idle_count() noexcept;
 

@@ -14,6 +14,7 @@
 #include "internal_fds.hpp"
 #include "real.hpp"
 #include "shm_rendezvous.hpp"
+#include "shm_pool.hpp"
 #include "shm_rendezvous_channels.hpp"
 #include "shm_rendezvous_io.hpp"
 #include "shm_rendezvous_name.hpp"
@@ -160,13 +161,22 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
   // (A cached channel is to the most specific record that existed when it was made; a
   // more specific one cannot appear beside it, as the TCP listeners' bind() would clash.)
   int fd;
-  while ((fd = channels::take(uid, ep, pid)) >= 0) {
+  Pool* pool = nullptr;
+  while ((fd = channels::take(uid, ep, pid, pool)) >= 0) {
     if (send_intent(fd) == 0) break;
     internal_fds::close(fd);
+    if (pool) pool->close();  // the listener's side of it is gone with the channel
+    pool = nullptr;
   }
-  if (fd < 0) fd = dial_new_channel(uid, pid, ep, why);
-  if (fd < 0) return fd;
+  if (fd < 0) {
+    fd = dial_new_channel(uid, pid, ep, why);
+    if (fd < 0) return fd;
+    pool = Pool::create();  // (none: this channel's connections are unpooled)
+  }
   fd_ = fd;
+  pool_ = pool;
+  slot_op_ = SlotOp::unpooled;
+  slot_ = 0;
   pid_ = pid;
   uid_ = uid;
   destination_ = ep;
@@ -191,6 +201,8 @@ int Dialer::send_hello(const stats::Endpoint& local, const int* fds, int count,
   h.nonce = next_nonce(h.pid);
   h.server_port = server_port_;
   h.fd_count = uint8_t(count);
+  h.slot_op = slot_op_;
+  h.slot = slot_;
   const HelloWire wire = encode_hello(h);
   const int rc = send_message(fd_, &wire, sizeof wire, fds, count);
   if (rc != 0) {
@@ -228,9 +240,10 @@ ReplyStatus Dialer::poll_reply(Reply& reply, PassedFds& fds, const char** why) n
     *why = err;
     return ReplyStatus::invalid;
   }
-  // The handshake is over: the channel serves the next connection.
-  channels::give_back(uid_, destination_, pid_, fd_);
+  // The handshake is over: the channel (and its pool) serves the next connection.
+  channels::give_back(uid_, destination_, pid_, fd_, pool_);
   fd_ = -1;
+  pool_ = nullptr;
   if (!reply.accepted) {
     *why = "the acceptor rejected the upgrade";
     return ReplyStatus::rejected;
@@ -242,6 +255,8 @@ ReplyStatus Dialer::poll_reply(Reply& reply, PassedFds& fds, const char** why) n
 void Dialer::close() noexcept {
   if (fd_ >= 0) internal_fds::close(fd_);
   fd_ = -1;
+  if (pool_) pool_->close();
+  pool_ = nullptr;
 }
 
 }  // namespace fastsock::shm

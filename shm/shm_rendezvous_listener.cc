@@ -13,6 +13,7 @@
 
 #include "internal_fds.hpp"
 #include "real.hpp"
+#include "shm_pool.hpp"
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_io.hpp"
 #include "shm_rendezvous_name.hpp"
@@ -28,7 +29,18 @@ struct Listener::Entry {
   uint64_t seq = 0;          // admission order, for evicting the oldest
   Hello hello{};
   PassedFds fds;
+  Pool* pool = nullptr;      // the channel's segment pool (made at its first match)
 };
+
+namespace {
+
+// The channel's pool goes with it: idle slots now, slots in use when their connection ends.
+void close_pool(Pool*& pool) noexcept {
+  if (pool) pool->close();
+  pool = nullptr;
+}
+
+}  // namespace
 
 namespace {
 
@@ -165,6 +177,7 @@ void Listener::close() noexcept {
       if (table_[i].fd >= 0) internal_fds::close(table_[i].fd);
       table_[i].fd = -1;
       table_[i].fds.reset();
+      close_pool(table_[i].pool);
     }
   }
   delete[] table_;
@@ -194,6 +207,7 @@ void Listener::drop(Entry& e, uint64_t ListenerCounters::*counter) noexcept {
   set_state(e, State::idle);
   e.fd = -1;
   e.fds.reset();
+  close_pool(e.pool);
   e.waited_out = false;
   e.unwatched = false;
   --used_;
@@ -377,6 +391,8 @@ MatchResult Listener::take(Entry& e) noexcept {
   r.handshake.slot_ = int(&e - table_);
   r.handshake.fd_ = e.fd;
   r.handshake.hello_ = e.hello;
+  if (!e.pool) e.pool = Pool::create();
+  r.handshake.pool_ = e.pool;
   r.handshake.fds_ = static_cast<PassedFds&&>(e.fds);
   set_state(e, State::lent);
   ++counters_.matched;
@@ -452,6 +468,7 @@ int Listener::adopt_after_fork() noexcept {
     internal_fds::close(e.fd);
     e.fd = -1;
     e.fds.reset();
+    close_pool(e.pool);  // the parent's: only this process's copies go
     e.state = State::idle;
   }
   used_ = 0;
@@ -558,9 +575,11 @@ Handshake& Handshake::operator=(Handshake&& o) noexcept {
     slot_ = o.slot_;
     fd_ = o.fd_;
     hello_ = o.hello_;
+    pool_ = o.pool_;
     fds_ = static_cast<PassedFds&&>(o.fds_);
     o.owner_ = nullptr;
     o.fd_ = -1;
+    o.pool_ = nullptr;
   }
   return *this;
 }
@@ -569,6 +588,7 @@ void Handshake::finish(bool reusable) noexcept {
   if (owner_) owner_->give_back(slot_, reusable);
   owner_ = nullptr;
   fd_ = -1;
+  pool_ = nullptr;
   fds_.reset();
 }
 

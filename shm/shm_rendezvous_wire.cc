@@ -45,13 +45,20 @@ WireError decode_hello(const void* buf, size_t len, bool truncated, Hello& out) 
   if (w.fd_count > kMaxPassedFds) return "hello announces too many descriptors";
   if (w.server_port == 0) return "hello without a server port";
   if (w.pid <= 0) return "hello with an invalid pid";
-  if (!zero_bytes(w.reserved, sizeof w.reserved)) return "hello with reserved bytes set";
+  if (w.reserved != 0) return "hello with reserved bytes set";
+  if (w.slot_op > kMaxSlotOp) return "hello with an unknown slot operation";
+  if (w.slot >= kPoolSlots || (w.slot_op == uint8_t(SlotOp::unpooled) && w.slot != 0))
+    return "hello with an invalid slot";
+  if (w.slot_op == uint8_t(SlotOp::reuse) && w.fd_count != 0)
+    return "hello reusing a slot with descriptors";
   if (WireError e = check_endpoint(w.connector)) return e;
   out.pid = w.pid;
   out.nonce = w.nonce;
   out.connector = canonical_endpoint(w.connector);
   out.server_port = w.server_port;
   out.fd_count = w.fd_count;
+  out.slot_op = SlotOp(w.slot_op);
+  out.slot = w.slot;
   return nullptr;
 }
 
@@ -120,6 +127,8 @@ HelloWire encode_hello(const Hello& h) noexcept {
   w.pid = h.pid;
   w.nonce = h.nonce;
   w.connector = canonical_endpoint(h.connector);
+  w.slot = h.slot;
+  w.slot_op = uint8_t(h.slot_op);
   return w;
 }
 

@@ -19,10 +19,20 @@ namespace fastsock::shm {
 
 inline constexpr uint32_t kWireMagic = 0x56525346;  // "FSRV" in memory on little-endian
 // Version 2: a channel carries many handshakes, each announced by an intent before the SYN.
-inline constexpr uint16_t kWireVersion = 2;
+// Version 3: the hello names a pooled segment (slot and operation, shm_pool.hpp).
+inline constexpr uint16_t kWireVersion = 3;
 inline constexpr uint8_t kKindHello = 1;
 inline constexpr uint8_t kKindReply = 2;
 inline constexpr uint8_t kKindIntent = 3;
+
+// Pooled segments (shm_pool.hpp): slots per channel, and what a hello does with its slot.
+inline constexpr int kPoolSlots = 16;
+enum class SlotOp : uint8_t {
+  unpooled = 0,  // a segment of its own (memfd + eventfd attached), not kept afterwards
+  fresh = 1,     // a new segment for `slot` (memfd + eventfd attached); both ends keep it
+  reuse = 2,     // the segment both ends keep in `slot`; no descriptors either way
+};
+inline constexpr uint8_t kMaxSlotOp = uint8_t(SlotOp::reuse);
 
 // Descriptors either message may carry (the caller decides which: e.g. the connector's
 // segment memfd and eventfd, the acceptor's eventfd).
@@ -38,7 +48,9 @@ struct HelloWire {
   int32_t pid;                  // the connector's pid (checked against SCM_CREDENTIALS)
   uint64_t nonce;               // random, echoed by the reply
   stats::Endpoint connector;    // the connector's local TCP endpoint = the acceptor's peer
-  uint8_t reserved[4];          // zero
+  uint16_t slot;                // pooled segment: its slot in the channel's pool (< kPoolSlots)
+  uint8_t slot_op;              // SlotOp: unpooled (slot 0), fresh or reuse (no descriptors)
+  uint8_t reserved;             // zero
 };
 static_assert(sizeof(HelloWire) == 48);
 static_assert(offsetof(HelloWire, size) == 6);
@@ -48,7 +60,9 @@ static_assert(offsetof(HelloWire, server_port) == 10);
 static_assert(offsetof(HelloWire, pid) == 12);
 static_assert(offsetof(HelloWire, nonce) == 16);
 static_assert(offsetof(HelloWire, connector) == 24);
-static_assert(offsetof(HelloWire, reserved) == 44);
+static_assert(offsetof(HelloWire, slot) == 44);
+static_assert(offsetof(HelloWire, slot_op) == 46);
+static_assert(offsetof(HelloWire, reserved) == 47);
 
 // Sent on the channel before the TCP connect: "a connection of mine is coming, its hello
 // follows". The acceptor waits for a hello only on channels that announced one.
@@ -96,6 +110,8 @@ struct Hello {
   stats::Endpoint connector{};  // canonical (IPv4-mapped turned into IPv4)
   uint16_t server_port = 0;
   uint8_t fd_count = 0;
+  SlotOp slot_op = SlotOp::unpooled;
+  uint16_t slot = 0;
 };
 
 struct Reply {

@@ -82,11 +82,11 @@ int Segment::prefault(int d, uint64_t offset, uint64_t bytes) const {
   return errno == EINVAL ? 0 : -errno;
 }
 
-Status Segment::create(const Limits& limits) {
+Status Segment::create(const Limits& limits, const char* name) {
   reset();
   if (Status s = validate_limits(limits); !s.ok()) return s;
   const uint64_t bytes = segment_bytes(limits);
-  int fd = ::memfd_create("fastsock-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return fail(errno, "memfd_create failed");
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     int err = errno;
@@ -122,28 +122,40 @@ Status Segment::create(const Limits& limits) {
     return fail(-rc, "no memory for the initial ring windows");
   }
 
+  write_fresh_layout();
+  return {};
+}
+
+void Segment::write_fresh_layout() {
   // A fresh memfd reads as zeros: counters, flags, lock words and handoff slots start at 0
   // (DirectionState::active, no handoff). Only the non-zero fields are set.
   Layout* l = layout();
   for (int d = 0; d < 2; ++d) {
     l->dir[d].producer.geometry.store(
-        encode_geometry(limits.initial_window, limits.initial_window, 0), std::memory_order_relaxed);
+        encode_geometry(limits_.initial_window, limits_.initial_window, 0), std::memory_order_relaxed);
     l->dir[d].producer.switch_offset.store(kNoSwitchOffset, std::memory_order_relaxed);
   }
   SegmentHeader& h = l->header;
   h.version = kVersion;
   h.header_bytes = kHeaderBytes;
-  h.segment_bytes = bytes;
-  h.initial_window = limits.initial_window;
-  h.max_window = limits.max_window;
+  h.segment_bytes = size_;
+  h.initial_window = limits_.initial_window;
+  h.max_window = limits_.max_window;
   h.ring_offset[0] = kHeaderBytes;
-  h.ring_offset[1] = uint64_t{kHeaderBytes} + limits.max_window;
+  h.ring_offset[1] = uint64_t{kHeaderBytes} + limits_.max_window;
   h.creator_pid = static_cast<int32_t>(current_pid());
   // The magic last: a header with the magic is complete (the peer maps the memfd only after
   // receiving it over a socket, which orders these stores anyway).
   std::atomic_thread_fence(std::memory_order_release);
   h.magic = kMagic;
-  return {};
+}
+
+void Segment::reset_layout() {
+  if (!base_) return;
+  // The peer does not use the segment now (both ends released it); plain stores suffice,
+  // and the hello that follows (a socket message) orders them before the peer's loads.
+  std::memset(base_, 0, sizeof(Layout));
+  write_fresh_layout();
 }
 
 Status Segment::attach(int fd, const Limits& acceptable) {

@@ -20,6 +20,9 @@
 
 namespace fastsock::shm {
 
+inline constexpr const char* kSegmentName = "fastsock-shm";
+inline constexpr const char* kPooledSegmentName = "fastsock-shm-pool";
+
 // Ring window sizes, chosen by the caller (the configuration). Both powers of two,
 // kMinWindow <= initial_window <= max_window <= kMaxWindowLimit.
 struct Limits {
@@ -52,7 +55,16 @@ class Segment {
 
   // Connector: a new memfd (MFD_CLOEXEC | MFD_ALLOW_SEALING), sized, sealed, mapped, header
   // written, header page and initial windows prefaulted. On failure the object stays empty.
-  Status create(const Limits& limits);
+  // `name` is the memfd's (/proc/PID/maps shows "/memfd:<name>" in both processes): pooled
+  // segments are told apart by theirs (kPooledSegmentName).
+  Status create(const Limits& limits, const char* name = kSegmentName);
+
+  // Connector, on a pooled segment whose both ends released it (shm_pool.hpp): rewrites
+  // the whole layout to exactly what create() leaves in a fresh memfd (zeros, plus the
+  // header line, the geometry words and the switch offsets), so that nothing of the
+  // previous connection's state (counters, flags, marks, the release mark) survives. The
+  // ring bytes are not cleared: only bytes between the new counters are ever read.
+  void reset_layout();
 
   // Acceptor: takes ownership of `fd` (closed on failure too) and validates it: a sealed
   // regular file whose size, magic, version, header size, windows and ring offsets are
@@ -85,6 +97,7 @@ class Segment {
 
  private:
   void reset();
+  void write_fresh_layout();
 
   int fd_ = -1;
   unsigned char* base_ = nullptr;

@@ -411,7 +411,7 @@ TEST_CASE("malformed hellos drop their dialer and every descriptor they carried"
        &ListenerCounters::dropped_malformed},
       {"a reply instead", hello([](HelloWire& w) { w.kind = kKindReply; }), 0,
        &ListenerCounters::dropped_malformed},
-      {"reserved bytes", hello([](HelloWire& w) { w.reserved[2] = 1; }), 0,
+      {"reserved bytes", hello([](HelloWire& w) { w.reserved = 1; }), 0,
        &ListenerCounters::dropped_malformed},
       {"no connector port", hello([](HelloWire& w) { w.connector.port = 0; }), 0,
        &ListenerCounters::dropped_malformed},
@@ -429,6 +429,18 @@ TEST_CASE("malformed hellos drop their dialer and every descriptor they carried"
       {"one byte too long", {}, 0, &ListenerCounters::dropped_malformed},
       {"another pid", hello([](HelloWire& w) { w.pid = 1; }), 0,
        &ListenerCounters::dropped_uid},
+      {"unknown slot operation", hello([](HelloWire& w) { w.slot_op = kMaxSlotOp + 1; }), 0,
+       &ListenerCounters::dropped_malformed},
+      {"slot beyond the pool", hello([](HelloWire& w) {
+         w.slot_op = uint8_t(SlotOp::fresh);
+         w.slot = kPoolSlots;
+       }), 0, &ListenerCounters::dropped_malformed},
+      {"unpooled, with a slot", hello([](HelloWire& w) { w.slot = 1; }), 0,
+       &ListenerCounters::dropped_malformed},
+      {"slot reuse with descriptors", hello([](HelloWire& w) {
+         w.slot_op = uint8_t(SlotOp::reuse);
+         w.fd_count = 1;
+       }), 1, &ListenerCounters::dropped_malformed},
       {"empty, with descriptors", {}, 2, &ListenerCounters::dropped_closed},
   };
   cases[10].bytes = bytes_of(good_hello(peer, record.port, 0));

@@ -381,15 +381,29 @@ long rss_kib(void) {
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-int shm_segment_mappings(void) {
+static int mappings_named(const char* name) {
   FILE* f = fopen("/proc/self/maps", "r");
   CHECK(f != NULL, "fopen(/proc/self/maps)");
   char line[512];
   int n = 0;
   while (fgets(line, sizeof line, f))
-    if (strstr(line, "/memfd:fastsock-shm")) n++;
+    if (strstr(line, name)) n++;
   fclose(f);
   return n;
+}
+
+int shm_segment_mappings(void) { return mappings_named("/memfd:fastsock-shm"); }
+
+int pooled_segment_mappings(void) { return mappings_named("/memfd:fastsock-shm-pool "); }
+
+int count_unpooled_fds(void) { return count_connection_fds() - 2 * pooled_segment_mappings(); }
+
+int unpooled_segment_mappings(void) { return shm_segment_mappings() - pooled_segment_mappings(); }
+
+void check_pool_bound(const char* who) {
+  const int pooled = pooled_segment_mappings(), channels = count_rendezvous_channels();
+  CHECK(pooled <= 16 * channels, "%s: %d pooled segments for %d rendezvous channels (bound 16 "
+        "each)", who, pooled, channels);
 }
 
 long raise_nofile(long want) {

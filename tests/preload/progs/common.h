@@ -99,6 +99,16 @@ long rss_kib(void);
 // Mappings of shm link segments in this process (lines of /proc/self/maps naming the memfd
 // "fastsock-shm", see shm/shm_segment.cc).
 int shm_segment_mappings(void);
+// Of those, the pooled segments (memfd "fastsock-shm-pool", shm/shm_pool.hpp): a channel's
+// pool keeps up to 16 of them between connections, each with both eventfds, until the
+// channel closes (its peer died or closed the listener: found at the next dial there).
+int pooled_segment_mappings(void);
+// With no connection open, every pooled segment is idle: what is left once they are taken
+// away (two eventfds each) must be what a connection's own life gives back exactly.
+int count_unpooled_fds(void);
+int unpooled_segment_mappings(void);
+// Fails unless the pooled segments are within the pools' bound (16 per channel).
+void check_pool_bound(const char* who);
 // Raises RLIMIT_NOFILE's soft limit to at least `want` (up to the hard limit); returns the
 // new soft limit.
 long raise_nofile(long want);

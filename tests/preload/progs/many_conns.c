@@ -37,9 +37,11 @@ static void check_message(int fd, const char* kind, int i) {
 // (stats, probe socket) exist once a first connection was made, so that comes first. The
 // rendezvous channels are counted apart: how many stay open depends on how many handshakes
 // overlapped (one channel each), bounded by the library, not on the open connections.
+// The warm-up connection's pooled segment is idle at the baseline and counted apart (the
+// connections below reuse it).
 static void warm_up_baseline(int* fds, int* maps) {
-  *fds = count_connection_fds();
-  *maps = shm_segment_mappings();
+  *fds = count_unpooled_fds();
+  *maps = unpooled_segment_mappings();
 }
 
 // A connector keeps at most 4 idle channels per destination (kMaxIdlePerDestination); a
@@ -62,12 +64,15 @@ static void check_fds_per_connection(const char* who, int baseline) {
   ok("%s: %d descriptors per open connection", who, per);
 }
 
+// The channels' pools keep up to 16 segments each (and their eventfds): counted apart.
 static void back_to_baseline(const char* who, int fds, int maps) {
-  CHECK(count_connection_fds() == fds, "%s: %d descriptors after closing everything, %d before", who,
-        count_connection_fds(), fds);
-  CHECK(shm_segment_mappings() == maps, "%s: %d shm mappings after closing, %d before", who,
-        shm_segment_mappings(), maps);
-  ok("%s: back to %d descriptors and %d shm mappings", who, fds, maps);
+  CHECK(count_unpooled_fds() == fds, "%s: %d descriptors after closing everything, %d before", who,
+        count_unpooled_fds(), fds);
+  CHECK(unpooled_segment_mappings() == maps, "%s: %d shm mappings after closing, %d before", who,
+        unpooled_segment_mappings(), maps);
+  check_pool_bound(who);
+  ok("%s: back to %d descriptors and %d shm mappings, %d pooled segments", who, fds, maps,
+     pooled_segment_mappings());
 }
 
 static _Noreturn void client(uint16_t port) {
