@@ -7,12 +7,20 @@ namespace fastsock {
 // Registration functions live next to each transport (transports/<x>/, shm/).
 const TransportEntry& tcp_transport_entry() noexcept;
 const TransportEntry& shm_transport_entry() noexcept;
+#if FASTSOCK_HAVE_VERBS_LIBS
+const TransportEntry& verbs_transport_entry() noexcept;
+#endif
 
 const TransportEntry* find_transport(TransportId id) noexcept {
   switch (id) {
     case TransportId::tcp: return &tcp_transport_entry();
     case TransportId::shm: return &shm_transport_entry();
     case TransportId::verbs:
+#if FASTSOCK_HAVE_VERBS_LIBS
+      return &verbs_transport_entry();
+#else
+      return nullptr;
+#endif
     case TransportId::vendor: return nullptr;
   }
   return nullptr;
@@ -22,9 +30,7 @@ const char* missing_transport_reason(TransportId id) noexcept {
   switch (id) {
     case TransportId::shm: return "";  // always built
     case TransportId::verbs:
-      return FASTSOCK_HAVE_VERBS_LIBS
-                 ? "not in this build (the verbs transport is not implemented yet)"
-                 : "not in this build (built without libibverbs/librdmacm)";
+      return "not in this build (built without libibverbs-dev/librdmacm-dev)";
     case TransportId::vendor:
       return "not in this build (vendor adapters are not implemented yet)";
     case TransportId::tcp: return "";

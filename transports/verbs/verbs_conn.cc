@@ -1,0 +1,908 @@
+#include "verbs_conn.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <new>
+
+#include "cancel_point.hpp"
+#include "guard.hpp"
+#include "internal_fds.hpp"
+#include "log.hpp"
+#include "real.hpp"
+
+namespace fastsock::verbs {
+
+namespace {
+
+// Receive slots beyond the advertised credits: control messages (switch, fin, credit,
+// downgrade) need no credit and land here.
+constexpr uint32_t kReserveSlots = 8;
+constexpr uint32_t kMaxInline = 64;
+// How long a closing end waits for its last messages to reach the peer before the TCP FIN
+// (which must not overtake them) goes out.
+constexpr int64_t kCloseWaitNs = 1'000'000'000;
+
+// A connection still connecting after this long stays on TCP (a peer without fastsock never
+// connects; its acceptor must stop paying for the link).
+constexpr int64_t kConnectingNs = 5'000'000'000;
+
+constexpr uint64_t kWrRecv = 0, kWrData = 1ull << 32, kWrControl = 2ull << 32;
+
+int64_t now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+bool nonblocking(int fd, int flags) noexcept {
+  if (flags & MSG_DONTWAIT) return true;
+  const int fl = real().fcntl(fd, F_GETFL);
+  return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+bool socket_deadline(int fd, int option, int64_t& deadline) noexcept {
+  timeval tv{};
+  socklen_t len = sizeof tv;
+  if (real().getsockopt(fd, SOL_SOCKET, option, &tv, &len) != 0) return false;
+  if (tv.tv_sec == 0 && tv.tv_usec == 0) return false;
+  deadline = now_ns() + int64_t(tv.tv_sec) * 1'000'000'000 + int64_t(tv.tv_usec) * 1000;
+  return true;
+}
+
+size_t iov_total(const iovec* iov, int n) noexcept {
+  size_t t = 0;
+  for (int i = 0; i < n; ++i) t += iov[i].iov_len;
+  return t;
+}
+
+// Copies `len` bytes starting `skip` bytes into the iovec array into `out` (gather).
+void gather(const iovec* iov, int n, size_t skip, uint8_t* out, size_t len) noexcept {
+  for (int i = 0; i < n && len; ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    const size_t take = std::min(iov[i].iov_len - skip, len);
+    memcpy(out, static_cast<const uint8_t*>(iov[i].iov_base) + skip, take);
+    out += take;
+    len -= take;
+    skip = 0;
+  }
+}
+
+// Scatters `len` bytes into the iovec array starting `skip` bytes in.
+void scatter(const iovec* iov, int n, size_t skip, const uint8_t* in, size_t len) noexcept {
+  for (int i = 0; i < n && len; ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    const size_t take = std::min(iov[i].iov_len - skip, len);
+    memcpy(static_cast<uint8_t*>(iov[i].iov_base) + skip, in, take);
+    in += take;
+    len -= take;
+    skip = 0;
+  }
+}
+
+// The part of `iov` of at most `max` bytes (TCP bytes before the peer's switch offset).
+int clip(const iovec* iov, int n, size_t max, iovec* out, int out_max) noexcept {
+  int k = 0;
+  for (int i = 0; i < n && max && k < out_max; ++i) {
+    const size_t take = std::min(iov[i].iov_len, max);
+    out[k++] = iovec{iov[i].iov_base, take};
+    max -= take;
+  }
+  return k;
+}
+
+ssize_t kernel_io(bool sending, int fd, const iovec* iov, int iovcnt, int flags) noexcept {
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = size_t(iovcnt);
+  const ssize_t n = sending ? real().sendmsg(fd, &m, flags) : real().recvmsg(fd, &m, flags);
+  return n < 0 ? -errno : n;
+}
+
+uint64_t random_nonce() noexcept {
+  uint64_t v = 0;
+  if (getentropy(&v, sizeof v) != 0) v = uint64_t(now_ns()) ^ uint64_t(getpid());
+  return v;
+}
+
+}  // namespace
+
+Conn::Conn(Cm& cm, const ConnOptions& options) noexcept
+    : cm_(cm), lib_(cm.lib()), options_(options), owner_pid_(getpid()) {}
+
+Conn::~Conn() {
+  destroy_resources();
+  delete[] stage_len_;
+  delete[] rx_fifo_;
+  delete[] rx_len_;
+}
+
+void Conn::destroy_resources() noexcept {
+  // A forked child shares the parent's device context: destroying through it would tear
+  // down the parent's queue pair. The child only forgets.
+  const bool mine = getpid() == owner_pid_;
+  rdma_cm_id* id = nullptr;
+  {
+    std::lock_guard lock(cm_.lock());
+    cm_.forget(this, id_);
+    id = id_;
+    id_ = nullptr;
+  }
+  if (mine) {
+    ReentryGuard guard;
+    drain_channel();  // a completion queue with unacknowledged events cannot be destroyed
+    if (id && id->qp) lib_.rdma_destroy_qp(id);
+    if (cq_) lib_.ibv_destroy_cq(cq_);
+    if (mr_) lib_.ibv_dereg_mr(mr_);
+    if (pd_) lib_.ibv_dealloc_pd(pd_);
+    if (channel_) {
+      internal_fds::remove(channel_->fd);
+      lib_.ibv_destroy_comp_channel(channel_);
+    }
+    if (id) lib_.rdma_destroy_id(id);
+  }
+  cq_ = nullptr;
+  mr_ = nullptr;
+  pd_ = nullptr;
+  channel_ = nullptr;
+  free(buffers_);
+  buffers_ = nullptr;
+  if (wake_fd_ >= 0) internal_fds::close(wake_fd_);
+  wake_fd_ = -1;
+}
+
+int Conn::start_connector(const TcpKey& key, const char** why) noexcept {
+  key_ = key;
+  nonce_ = random_nonce();
+  wake_fd_ = real().epoll_create1(EPOLL_CLOEXEC);
+  if (wake_fd_ < 0) {
+    *why = "no descriptor for the wake-up set";
+    return -errno;
+  }
+  internal_fds::add(wake_fd_);
+  std::lock_guard lock(cm_.lock());
+  return cm_.connect(this, key.peer, &id_, why);
+}
+
+int Conn::start_acceptor(const TcpKey& key, const char** why) noexcept {
+  key_ = key;
+  acceptor_ = true;
+  wake_fd_ = real().epoll_create1(EPOLL_CLOEXEC);
+  if (wake_fd_ < 0) {
+    *why = "no descriptor for the wake-up set";
+    return -errno;
+  }
+  internal_fds::add(wake_fd_);
+  std::lock_guard lock(cm_.lock());
+  cm_.add_acceptor(this, key);
+  return 0;
+}
+
+int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
+  ReentryGuard guard;
+  if (!id->verbs) {
+    *why = "no RDMA device for this address";
+    return -ENODEV;
+  }
+  recv_slots_ = options_.slots + kReserveSlots;
+  const size_t bytes = size_t(recv_slots_ + options_.slots) * options_.slot_bytes;
+  if (posix_memalign(reinterpret_cast<void**>(&buffers_), 4096, bytes) != 0) buffers_ = nullptr;
+  stage_len_ = new (std::nothrow) uint32_t[options_.slots]();
+  rx_fifo_ = new (std::nothrow) uint32_t[recv_slots_]();
+  rx_len_ = new (std::nothrow) uint32_t[recv_slots_]();
+  if (!buffers_ || !stage_len_ || !rx_fifo_ || !rx_len_) {
+    *why = "out of memory";
+    return -ENOMEM;
+  }
+  pd_ = lib_.ibv_alloc_pd(id->verbs);
+  channel_ = pd_ ? lib_.ibv_create_comp_channel(id->verbs) : nullptr;
+  if (!channel_) {
+    *why = "cannot allocate a protection domain or completion channel";
+    return -ENOMEM;
+  }
+  internal_fds::add(channel_->fd);
+  const int fl = real().fcntl(channel_->fd, F_GETFL);
+  (void)real().fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK);
+  const int cqe = int(recv_slots_ + options_.slots + kReserveSlots + 8);
+  cq_ = lib_.ibv_create_cq(id->verbs, cqe, nullptr, channel_, 0);
+  mr_ = cq_ ? (lib_.ibv_reg_mr)(pd_, buffers_, bytes, IBV_ACCESS_LOCAL_WRITE) : nullptr;
+  if (!mr_) {
+    *why = "cannot create the completion queue or register buffers";
+    return -ENOMEM;
+  }
+  ibv_qp_init_attr attr{};
+  attr.send_cq = cq_;
+  attr.recv_cq = cq_;
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = options_.slots + kReserveSlots;
+  attr.cap.max_recv_wr = recv_slots_;
+  attr.cap.max_send_sge = 1;
+  attr.cap.max_recv_sge = 1;
+  attr.cap.max_inline_data = kMaxInline;
+  if (lib_.rdma_create_qp(id, pd_, &attr) != 0) {
+    *why = "cannot create the queue pair";
+    return -errno;
+  }
+  for (uint32_t i = 0; i < recv_slots_; ++i)
+    if (post_recv(i) != 0) {
+      *why = "cannot post receive buffers";
+      return -EIO;
+    }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (real().epoll_ctl(wake_fd_, EPOLL_CTL_ADD, channel_->fd, &ev) != 0) {
+    *why = "cannot watch the completion channel";
+    return -errno;
+  }
+  (void)ibv_req_notify_cq(cq_, 0);
+  return 0;
+}
+
+rdma_conn_param make_param(const void* data, uint8_t len) {
+  rdma_conn_param p{};
+  p.private_data = data;
+  p.private_data_len = len;
+  p.responder_resources = 1;
+  p.initiator_depth = 1;
+  p.retry_count = 7;
+  // A receiver that has not reposted a slot yet makes the sender retry, never fail.
+  p.rnr_retry_count = 7;
+  return p;
+}
+
+int Conn::on_route(rdma_cm_id* id, const char** why) noexcept {
+  std::lock_guard lock(progress_lock_);
+  if (int rc = create_qp(id, why); rc != 0) return rc;
+  ConnectData data{};
+  data.magic = htons(kWireMagic);
+  data.version = kWireVersion;
+  // The 4-tuple as the acceptor will see it: its local end is our peer.
+  data.family = uint8_t(key_.peer.family);
+  data.client_port = htons(key_.local.port);
+  data.server_port = htons(key_.peer.port);
+  memcpy(data.client_addr, key_.local.addr, 16);
+  memcpy(data.server_addr, key_.peer.addr, 16);
+  data.nonce = nonce_;
+  rdma_conn_param param = make_param(&data, sizeof data);
+  if (lib_.rdma_connect(id, &param) != 0) {
+    *why = "rdma_connect failed";
+    return -errno;
+  }
+  return 0;
+}
+
+int Conn::on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept {
+  std::lock_guard lock(progress_lock_);
+  id_ = id;
+  if (int rc = create_qp(id, why); rc != 0) return rc;
+  AcceptData reply{};
+  reply.magic = htons(kWireMagic);
+  reply.version = kWireVersion;
+  reply.nonce = data.nonce;
+  rdma_conn_param param = make_param(&reply, sizeof reply);
+  if (lib_.rdma_accept(id, &param) != 0) {
+    *why = "rdma_accept failed";
+    return -errno;
+  }
+  return 0;
+}
+
+void Conn::on_established(const void* private_data, uint8_t len) noexcept {
+  if (!acceptor_) {
+    AcceptData reply{};
+    if (!private_data || len < sizeof reply) return on_failed("the RDMA peer sent no reply");
+    memcpy(&reply, private_data, sizeof reply);
+    if (ntohs(reply.magic) != kWireMagic || reply.nonce != nonce_)
+      return on_failed("the RDMA peer answered for another connection");
+  }
+  State expected = State::connecting;
+  if (state_.compare_exchange_strong(expected, State::established, std::memory_order_acq_rel))
+    LOG_DEBUG("fd=%d verbs: RDMA connection established", log_fd_);
+  // Wake a waiter that only watched TCP so far: the link may carry the peer's bytes now.
+  if (channel_) (void)ibv_req_notify_cq(cq_, 0);
+}
+
+void Conn::on_failed(const char* why) noexcept {
+  std::lock_guard lock(progress_lock_);
+  fail(why);
+}
+
+void Conn::on_disconnected() noexcept {
+  std::lock_guard lock(progress_lock_);
+  // The peer's last messages were delivered before its disconnect; the queue pair is gone.
+  link_error_ = true;
+  if (!tx_switched_ && !peer_switch_known_ && state() != State::tcp)
+    fail("the RDMA peer disconnected");
+}
+
+// Progress lock held (or the connection not shared yet).
+void Conn::fail(const char* why) noexcept {
+  link_error_ = true;
+  const State s = state();
+  if (s == State::tcp || s == State::broken) return;
+  fallback_reason_ = why;
+  // Bytes may be stranded on the link only once a direction has switched.
+  state_.store(tx_switched_ || peer_switch_known_ ? State::broken : State::tcp,
+               std::memory_order_release);
+}
+
+int Conn::post_recv(uint32_t slot) noexcept {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(buffers_) + uint64_t(slot) * options_.slot_bytes,
+              options_.slot_bytes, mr_->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = kWrRecv | slot;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(id_->qp, &wr, &bad);
+}
+
+uint32_t Conn::take_credits() noexcept {
+  const uint32_t c = std::min<uint32_t>(unreported_credits_, 0xFFFFFF);
+  unreported_credits_ -= c;
+  return c;
+}
+
+int Conn::post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(payload), len, 0};
+  ibv_send_wr wr{};
+  wr.wr_id = kWrControl;
+  wr.sg_list = len ? &sge : nullptr;
+  wr.num_sge = len ? 1 : 0;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  wr.imm_data = htonl(make_imm(type, take_credits()));
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(id_->qp, &wr, &bad);
+  if (rc == 0) ++sends_in_flight_;
+  return rc;
+}
+
+int Conn::post_data(uint32_t stage_slot, uint32_t len) noexcept {
+  uint8_t* src = buffers_ + size_t(recv_slots_ + stage_slot) * options_.slot_bytes;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(src), len, mr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kWrData | stage_slot;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED | (len <= kMaxInline ? IBV_SEND_INLINE : 0);
+  wr.imm_data = htonl(make_imm(Msg::data, take_credits()));
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(id_->qp, &wr, &bad);
+  if (rc == 0) ++sends_in_flight_;
+  return rc;
+}
+
+uint32_t Conn::credits_available() const noexcept {
+  return options_.slots - uint32_t(stage_head_ - stage_acked_);
+}
+
+void Conn::return_credits_if_due() noexcept {
+  if (unreported_credits_ >= options_.slots / 2 && !link_error_ && id_ && id_->qp)
+    if (post_control(Msg::credit, nullptr, 0) != 0) fail("cannot post on the queue pair");
+}
+
+bool Conn::stale(int64_t opened_ns, int64_t now) noexcept {
+  if (state() != State::connecting || now - opened_ns < kConnectingNs) return false;
+  on_failed(acceptor_ ? "the peer did not connect over RDMA (not under fastsock?)"
+                      : "the RDMA connection did not come up in time");
+  return true;
+}
+
+void Conn::on_recv(uint32_t slot, uint32_t imm, uint32_t len) noexcept {
+  const uint32_t credits = imm_credits(imm);
+  // Credits return data messages in the order they were sent.
+  for (uint32_t i = 0; i < credits && stage_acked_ < stage_head_; ++i)
+    acked_bytes_ += stage_len_[stage_acked_++ % options_.slots];
+  const uint8_t* payload = buffers_ + size_t(slot) * options_.slot_bytes;
+  switch (imm_type(imm)) {
+    case Msg::data:
+      if (len == 0 || rx_back_on_tcp_) break;  // after our downgrade: the peer resends
+      rx_fifo_[rx_tail_ % recv_slots_] = slot;
+      rx_len_[slot] = len;
+      ++rx_tail_;
+      link_received_ += len;
+      return;  // reposted once consumed
+    case Msg::switch_at:
+      if (len >= 8) {
+        peer_switch_at_ = get_u64(payload);
+        peer_switch_known_ = true;
+      }
+      break;
+    case Msg::fin: peer_fin_ = true; break;
+    case Msg::credit: break;
+    case Msg::downgrade:
+      peer_left_ = true;
+      if (len >= 8 && tx_switched_) {
+        resend_from_ = get_u64(payload);
+        resend_due_ = true;
+      }
+      tx_back_on_tcp_ = true;
+      break;
+    default: fail("the RDMA peer sent an unknown message"); break;
+  }
+  if (post_recv(slot) != 0) fail("cannot repost a receive buffer");
+}
+
+void Conn::progress_locked() noexcept {
+  if (!cq_) return;
+  ibv_wc wc[16];
+  for (;;) {
+    const int n = ibv_poll_cq(cq_, 16, wc);
+    if (n <= 0) {
+      if (n < 0) fail("the completion queue failed");
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        if (!(wc[i].opcode & IBV_WC_RECV)) --sends_in_flight_;
+        fail(wc[i].status == IBV_WC_WR_FLUSH_ERR ? "the queue pair was flushed"
+                                                 : "an RDMA operation failed");
+        continue;
+      }
+      if (wc[i].opcode & IBV_WC_RECV) {
+        const uint32_t slot = uint32_t(wc[i].wr_id);
+        if (slot >= recv_slots_ || !(wc[i].wc_flags & IBV_WC_WITH_IMM)) {
+          fail("the RDMA peer broke the protocol");
+          continue;
+        }
+        on_recv(slot, ntohl(wc[i].imm_data), wc[i].byte_len);
+      } else {
+        --sends_in_flight_;
+      }
+    }
+  }
+  return_credits_if_due();
+}
+
+void Conn::progress() noexcept {
+  std::lock_guard lock(progress_lock_);
+  progress_locked();
+}
+
+void Conn::drain_channel() noexcept {
+  if (!channel_) return;
+  ibv_cq* cq;
+  void* ctx;
+  unsigned events = 0;
+  while (lib_.ibv_get_cq_event(channel_, &cq, &ctx) == 0) ++events;
+  if (events) lib_.ibv_ack_cq_events(cq_, events);
+}
+
+bool Conn::rx_on_tcp() const noexcept {
+  if (rx_back_on_tcp_) return true;
+  if (!peer_switch_known_) return true;
+  if (tcp_received_ < peer_switch_at_) return true;
+  // The peer left the link: after its last link bytes, TCP again.
+  return peer_left_ && rx_head_ == rx_tail_;
+}
+
+bool Conn::ready_for(WaitFor what) noexcept {
+  std::lock_guard lock(progress_lock_);
+  progress_locked();
+  if (link_error_ || state() == State::broken) return true;
+  if (what == WaitFor::data) {
+    if (rx_on_tcp()) return false;  // the TCP socket is watched for that
+    return rx_head_ != rx_tail_ || peer_fin_ || peer_left_;
+  }
+  return credits_available() > 0 || tx_back_on_tcp_;
+}
+
+FASTSOCK_CANCELLATION_POINT
+int Conn::wait(int fd, WaitFor what, bool has_deadline, int64_t deadline) {
+  if (state() == State::established) {
+    const int64_t spin_end = now_ns() + int64_t(options_.spin_us) * 1000;
+    while (now_ns() < spin_end) {
+      if (ready_for(what)) return 0;
+      __builtin_ia32_pause();
+    }
+  }
+  if (cq_) {
+    std::lock_guard lock(progress_lock_);
+    (void)ibv_req_notify_cq(cq_, 0);
+  }
+  if (ready_for(what)) return 0;
+  pollfd p[2];
+  nfds_t n = 0;
+  p[n++] = pollfd{wake_fd_, POLLIN, 0};
+  short tcp = POLLRDHUP;
+  if (what == WaitFor::data) {
+    std::lock_guard lock(progress_lock_);
+    if (rx_on_tcp()) tcp |= POLLIN;
+  } else if (!tx_switched_ || tx_back_on_tcp_) {
+    tcp |= POLLOUT;
+  }
+  p[n++] = pollfd{fd, tcp, 0};
+  int timeout_ms = -1;
+  if (has_deadline) {
+    const int64_t left = deadline - now_ns();
+    if (left <= 0) return -EAGAIN;
+    timeout_ms = int(std::min<int64_t>((left + 999'999) / 1'000'000, INT_MAX));
+  }
+  const int rc = real().poll(p, n, timeout_ms);
+  const int err = errno;
+  drain_channel();
+  if (rc < 0) return -err;
+  if (rc == 0 && has_deadline && now_ns() >= deadline) return -EAGAIN;
+  return 0;
+}
+
+ssize_t Conn::recv_link(const iovec* iov, int iovcnt, bool peek) noexcept {
+  const size_t want = iov_total(iov, iovcnt);
+  size_t got = 0;
+  uint32_t head = rx_head_, offset = rx_offset_;
+  while (got < want && head != rx_tail_) {
+    const uint32_t slot = rx_fifo_[head % recv_slots_];
+    const uint32_t len = rx_len_[slot];
+    const size_t take = std::min<size_t>(len - offset, want - got);
+    scatter(iov, iovcnt, got, buffers_ + size_t(slot) * options_.slot_bytes + offset, take);
+    got += take;
+    offset += uint32_t(take);
+    if (offset == len) {
+      ++head;
+      offset = 0;
+      if (!peek) {
+        if (post_recv(slot) != 0) fail("cannot repost a receive buffer");
+        ++unreported_credits_;
+      }
+    }
+  }
+  if (!peek) {
+    rx_head_ = head;
+    rx_offset_ = offset;
+    link_consumed_ += got;
+    return_credits_if_due();
+  }
+  return ssize_t(got);
+}
+
+ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
+  std::lock_guard rx(rx_lock_);
+  const bool peek = flags & MSG_PEEK;
+  const bool waitall = (flags & MSG_WAITALL) && !peek;
+  const size_t total = iov_total(iov, iovcnt);
+  if (total == 0) return 0;
+  size_t got = 0;
+  bool deadline_known = false, has_deadline = false;
+  int64_t deadline = 0;
+  for (;;) {
+    iovec rest[64];
+    int rest_n = 0;
+    {  // the part of the caller's buffers still to fill
+      size_t skip = got;
+      for (int i = 0; i < iovcnt && rest_n < 64; ++i) {
+        if (skip >= iov[i].iov_len) {
+          skip -= iov[i].iov_len;
+          continue;
+        }
+        rest[rest_n++] = iovec{static_cast<char*>(iov[i].iov_base) + skip, iov[i].iov_len - skip};
+        skip = 0;
+      }
+    }
+    bool on_tcp;
+    size_t tcp_limit = SIZE_MAX;
+    {
+      std::lock_guard lock(progress_lock_);
+      progress_locked();
+      if (state() == State::broken && !rx_on_tcp() && rx_head_ == rx_tail_)
+        return got ? ssize_t(got) : -ECONNRESET;
+      on_tcp = rx_on_tcp();
+      if (on_tcp && peer_switch_known_ && !peer_left_ && !rx_back_on_tcp_)
+        tcp_limit = peer_switch_at_ - tcp_received_;
+      if (!on_tcp) {
+        const ssize_t n = recv_link(rest, rest_n, peek);
+        if (n > 0) {
+          got += size_t(n);
+          if (!waitall || got == total || peek) return ssize_t(got);
+          continue;
+        }
+        if (peer_fin_ && rx_head_ == rx_tail_) return ssize_t(got);  // end of stream
+      }
+    }
+    if (on_tcp) {
+      iovec part[64];
+      const int pn = clip(rest, rest_n, tcp_limit, part, 64);
+      const ssize_t n = kernel_io(false, fd, part, pn, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+      if (n > 0) {
+        if (!peek) {
+          std::lock_guard lock(progress_lock_);
+          tcp_received_ += uint64_t(n);
+        }
+        got += size_t(n);
+        if (!waitall || got == total || peek) return ssize_t(got);
+        continue;
+      }
+      if (n == 0) {
+        // The peer's TCP FIN. If it had switched, its switch message reached our queue
+        // before the FIN left (a closing end waits for that): look once more.
+        std::lock_guard lock(progress_lock_);
+        progress_locked();
+        if (rx_on_tcp() || link_error_) return ssize_t(got);
+        continue;
+      }
+      if (n != -EAGAIN) return got ? ssize_t(got) : n;
+    } else {
+      // Nothing on the link yet: a peer that died leaves its TCP socket closed.
+      char c;
+      const ssize_t t = real().recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (t == 0 || (t < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        std::lock_guard lock(progress_lock_);
+        progress_locked();
+        if (rx_head_ == rx_tail_ && !peer_left_)
+          return got ? ssize_t(got) : (t == 0 ? 0 : -errno);
+        continue;
+      }
+    }
+    if (got && !waitall) return ssize_t(got);
+    if (nonblocking(fd, flags)) return got ? ssize_t(got) : -EAGAIN;
+    if (!deadline_known) {
+      has_deadline = socket_deadline(fd, SO_RCVTIMEO, deadline);
+      deadline_known = true;
+    }
+    if (const int w = wait(fd, WaitFor::data, has_deadline, deadline); w < 0)
+      return got ? ssize_t(got) : w;
+  }
+}
+
+int Conn::serve_resend(int fd, bool nb) noexcept {
+  // The bytes the peer did not consume are still in our send slots (a slot is reused only
+  // once the peer returned its credit).
+  while (resend_due_) {
+    if (resend_from_ >= link_sent_) {
+      resend_due_ = false;
+      break;
+    }
+    if (resend_from_ < acked_bytes_) {
+      resend_due_ = false;  // the peer claims less than it already acknowledged
+      fail("the RDMA peer's downgrade offset is inconsistent");
+      return -ECONNRESET;
+    }
+    uint64_t pos = acked_bytes_;
+    uint64_t msg = stage_acked_;
+    while (msg < stage_head_ && pos + stage_len_[msg % options_.slots] <= resend_from_)
+      pos += stage_len_[msg++ % options_.slots];
+    const uint32_t slot = uint32_t(msg % options_.slots);
+    const size_t skip = size_t(resend_from_ - pos);
+    const uint8_t* data = buffers_ + size_t(recv_slots_ + slot) * options_.slot_bytes + skip;
+    const size_t len = stage_len_[slot] - skip;
+    const ssize_t n = real().send(fd, data, len, MSG_NOSIGNAL | (nb ? MSG_DONTWAIT : 0));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    resend_from_ += uint64_t(n);
+  }
+  return 0;
+}
+
+ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
+  std::lock_guard tx(tx_lock_);
+  const size_t total = iov_total(iov, iovcnt);
+  size_t sent = 0;
+  bool deadline_known = false, has_deadline = false;
+  int64_t deadline = 0;
+  for (;;) {
+    bool to_tcp;
+    {
+      std::lock_guard lock(progress_lock_);
+      progress_locked();
+      if (write_shut_) return -EPIPE;
+      if (resend_due_) {
+        const int rc = serve_resend(fd, nonblocking(fd, flags));
+        if (rc == -EAGAIN) return sent ? ssize_t(sent) : -EAGAIN;
+        if (rc < 0) return sent ? ssize_t(sent) : rc;
+      }
+      const State s = state();
+      if (s == State::broken) return sent ? ssize_t(sent) : -ECONNRESET;
+      if (!tx_switched_ && s == State::established && !tx_back_on_tcp_ && !link_error_) {
+        uint8_t payload[8];
+        put_u64(payload, tcp_sent_);
+        if (post_control(Msg::switch_at, payload, 8) == 0) {
+          tx_switched_ = true;
+          LOG_DEBUG("fd=%d verbs: sends on the link after %llu bytes on TCP", log_fd_,
+                    static_cast<unsigned long long>(tcp_sent_));
+        }
+        else
+          fail("cannot post on the queue pair");
+      }
+      to_tcp = !tx_switched_ || tx_back_on_tcp_;
+      if (!to_tcp) {
+        while (sent < total && credits_available() > 0) {
+          const uint32_t slot = uint32_t(stage_head_ % options_.slots);
+          const uint32_t len = uint32_t(std::min<size_t>(total - sent, options_.slot_bytes));
+          gather(iov, iovcnt, sent, buffers_ + size_t(recv_slots_ + slot) * options_.slot_bytes,
+                 len);
+          stage_len_[slot] = len;
+          if (post_data(slot, len) != 0) {
+            fail("cannot post on the queue pair");
+            return sent ? ssize_t(sent) : -ECONNRESET;
+          }
+          ++stage_head_;
+          link_sent_ += len;
+          sent += len;
+        }
+        if (sent == total) return ssize_t(sent);
+      }
+    }
+    if (to_tcp) {
+      iovec rest[64];
+      int rest_n = 0;
+      size_t skip = sent;
+      for (int i = 0; i < iovcnt && rest_n < 64; ++i) {
+        if (skip >= iov[i].iov_len) {
+          skip -= iov[i].iov_len;
+          continue;
+        }
+        rest[rest_n++] = iovec{static_cast<char*>(iov[i].iov_base) + skip, iov[i].iov_len - skip};
+        skip = 0;
+      }
+      // Non-blocking while the link may come up: a send must not stay asleep on TCP once
+      // the peer stopped reading it. A blocking caller sleeps in wait() below instead.
+      const ssize_t n = kernel_io(true, fd, rest, rest_n, flags | MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        std::lock_guard lock(progress_lock_);
+        if (!tx_switched_) tcp_sent_ += uint64_t(n);
+        sent += size_t(n);
+        if (sent == total) return ssize_t(sent);
+        continue;
+      }
+      if (n != -EAGAIN) return sent ? ssize_t(sent) : n;
+    }
+    if (nonblocking(fd, flags)) return sent ? ssize_t(sent) : -EAGAIN;
+    if (!deadline_known) {
+      has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
+      deadline_known = true;
+    }
+    if (const int w = wait(fd, WaitFor::space, has_deadline, deadline); w < 0)
+      return sent ? ssize_t(sent) : w;
+  }
+}
+
+long Conn::bytes_readable(int fd) noexcept {
+  std::lock_guard rx(rx_lock_);
+  std::lock_guard lock(progress_lock_);
+  progress_locked();
+  int tcp = 0;
+  if (rx_on_tcp()) {
+    if (real().ioctl(fd, FIONREAD, &tcp) != 0) return -errno;
+    if (peer_switch_known_ && !peer_left_ && !rx_back_on_tcp_)
+      tcp = int(std::min<uint64_t>(uint64_t(tcp), peer_switch_at_ - tcp_received_));
+    return tcp;
+  }
+  return long(link_received_ - link_consumed_);
+}
+
+short Conn::poll_now(int fd, short events) noexcept {
+  drain_channel();
+  pollfd p{fd, short(events | POLLRDHUP), 0};
+  (void)real().poll(&p, 1, 0);
+  std::lock_guard lock(progress_lock_);
+  progress_locked();
+  short rev = short(p.revents & (POLLERR | POLLHUP | POLLNVAL));
+  if (state() == State::broken) return short(rev | POLLERR | (events & (POLLIN | POLLOUT)));
+  if (rx_on_tcp()) {
+    rev |= short(p.revents & (events & (POLLIN | POLLRDHUP | POLLRDNORM)));
+  } else if (rx_head_ != rx_tail_ || peer_fin_ || peer_left_ || (p.revents & POLLRDHUP)) {
+    rev |= short(events & (POLLIN | POLLRDNORM));
+    if (peer_fin_ && (events & POLLRDHUP)) rev |= POLLRDHUP;
+  }
+  if (events & (POLLOUT | POLLWRNORM)) {
+    if (!tx_switched_ || tx_back_on_tcp_)
+      rev |= short(p.revents & (events & (POLLOUT | POLLWRNORM)));
+    else if (credits_available() > 0 || write_shut_)
+      rev |= short(events & (POLLOUT | POLLWRNORM));
+  }
+  return rev;
+}
+
+int Conn::wait_fds(int fd, short events, pollfd* out) noexcept {
+  if (cq_) {
+    std::lock_guard lock(progress_lock_);
+    (void)ibv_req_notify_cq(cq_, 0);
+  }
+  int n = 0;
+  out[n++] = pollfd{wake_fd_, POLLIN, 0};
+  out[n++] = pollfd{fd, short(events | POLLRDHUP), 0};
+  return n;
+}
+
+void Conn::after_wait() noexcept { drain_channel(); }
+
+bool Conn::settled() const noexcept {
+  const State s = state();
+  return s == State::tcp && !tx_switched_ && (!peer_switch_known_ || rx_back_on_tcp_) &&
+         !resend_due_;
+}
+
+int Conn::shutdown(int fd, int how) noexcept {
+  if (how == SHUT_WR || how == SHUT_RDWR) {
+    std::lock_guard tx(tx_lock_);
+    std::lock_guard lock(progress_lock_);
+    if (tx_switched_ && !tx_back_on_tcp_ && !fin_sent_ && !link_error_) {
+      if (post_control(Msg::fin, nullptr, 0) == 0) fin_sent_ = true;
+    }
+    write_shut_ = true;
+  }
+  if (how == SHUT_RD || how == SHUT_RDWR) read_shut_ = true;
+  // The FIN on the link must reach the peer before TCP's.
+  if (fin_sent_) {
+    const int64_t end = now_ns() + kCloseWaitNs;
+    for (;;) {
+      {
+        std::lock_guard lock(progress_lock_);
+        progress_locked();
+        if (sends_in_flight_ == 0 || link_error_) break;
+      }
+      if (now_ns() > end) break;
+      sched_yield();
+    }
+  }
+  return real().shutdown(fd, how) == 0 ? 0 : -errno;
+}
+
+void Conn::downgrade(int fd, const char* why) noexcept {
+  std::lock_guard tx(tx_lock_);
+  std::lock_guard rx(rx_lock_);
+  std::lock_guard lock(progress_lock_);
+  progress_locked();
+  if (resend_due_) (void)serve_resend(fd, false);
+  if (state() == State::established && !link_error_ && id_ && id_->qp) {
+    // Our link stream ends here; the peer resends on TCP what we did not consume.
+    uint8_t payload[8];
+    put_u64(payload, link_consumed_);
+    (void)post_control(Msg::downgrade, payload, 8);
+  }
+  rx_back_on_tcp_ = true;
+  tx_back_on_tcp_ = true;
+  // Unconsumed link bytes are dropped: the peer sends them again on TCP.
+  rx_head_ = rx_tail_;
+  rx_offset_ = 0;
+  if (state() != State::broken) {
+    fallback_reason_ = why;
+    state_.store(State::tcp, std::memory_order_release);
+  }
+  tx_switched_ = false;
+}
+
+void Conn::close() noexcept {
+  {
+    std::lock_guard lock(progress_lock_);
+    progress_locked();
+    if (tx_switched_ && !tx_back_on_tcp_ && !fin_sent_ && !link_error_ && id_ && id_->qp) {
+      if (post_control(Msg::fin, nullptr, 0) == 0) fin_sent_ = true;
+    }
+  }
+  // The peer must find our last messages on its queue before TCP's FIN (see recv()).
+  const int64_t end = now_ns() + kCloseWaitNs;
+  for (;;) {
+    {
+      std::lock_guard lock(progress_lock_);
+      progress_locked();
+      if (sends_in_flight_ == 0 || link_error_ || !cq_) break;
+    }
+    if (now_ns() > end) break;
+    sched_yield();
+  }
+  if (id_ && getpid() == owner_pid_ && !link_error_) {
+    ReentryGuard guard;
+    (void)lib_.rdma_disconnect(id_);
+  }
+}
+
+}  // namespace fastsock::verbs

@@ -1,0 +1,167 @@
+// One connection on the verbs link: the switch protocol of design §3 over an RC queue
+// pair, and TCP's semantics for send/recv over it.
+//
+// Life of a connection:
+//   connector  attach() after the TCP connect: rdma_cm resolution starts (service thread,
+//              verbs_cm.hpp); on the route, the queue pair is created and rdma_connect
+//              carries the TCP 4-tuple and a nonce.
+//   acceptor   attach() at accept(): the connection is announced to the service, which hands
+//              it the matching connect request (now or when it arrives); the queue pair is
+//              created and the request accepted, echoing the nonce.
+//   Until the RDMA connection is established, both ends send on TCP. After it, each end's
+//   next send first posts `switch_at` (how many bytes it sent on TCP), then its bytes go on
+//   the queue pair; each receiver reads TCP up to the peer's switch offset, then the queue
+//   pair. Nothing is ever added to the TCP stream.
+//
+// Small and large messages are copied into registered slots and delivered with
+// SEND_WITH_IMM; the receiver's posted slots are the sender's credits (returned in the
+// immediate of every message, or in a `credit` message). A sent slot stays untouched until
+// the peer has consumed it, so a downgrade can resend from it.
+#pragma once
+
+#include <poll.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "verbs_cm.hpp"
+#include "verbs_wire.hpp"
+
+namespace fastsock::verbs {
+
+struct ConnOptions {
+  uint32_t slots;       // receive slots (= send credits) per direction
+  uint32_t slot_bytes;  // bytes per slot
+  uint32_t spin_us;     // busy-wait budget before sleeping
+};
+
+class Conn final : public CmClient {
+ public:
+  enum class State : uint8_t {
+    connecting,   // RDMA connection in progress; data on TCP
+    established,  // the queue pair is up: each direction switches at its next send
+    tcp,          // stays on (or went back to) TCP, the reason in fallback_reason()
+    broken,       // the link failed after a direction had switched: ECONNRESET
+  };
+
+  Conn(Cm& cm, const ConnOptions& options) noexcept;
+  ~Conn();
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  // 0, or -errno with `why`: then the connection stays on TCP.
+  int start_connector(const TcpKey& key, const char** why) noexcept;
+  int start_acceptor(const TcpKey& key, const char** why) noexcept;
+
+  State state() const noexcept { return state_.load(std::memory_order_acquire); }
+  const char* fallback_reason() const noexcept { return fallback_reason_; }
+  // Nothing of the connection is left on the link: the kernel socket alone carries it.
+  bool settled() const noexcept;
+  // The link carries at least one direction (for stats).
+  bool carrying() const noexcept { return tx_switched_ || peer_switch_known_; }
+  // A connection still connecting long after it opened gives up (then true).
+  bool stale(int64_t opened_ns, int64_t now_ns) noexcept;
+  void set_log_fd(int fd) noexcept { log_fd_ = fd; }
+
+  ssize_t send(int fd, const iovec* iov, int iovcnt, int flags);
+  ssize_t recv(int fd, const iovec* iov, int iovcnt, int flags);
+  long bytes_readable(int fd) noexcept;
+  short poll_now(int fd, short events) noexcept;
+  int wait_fds(int fd, short events, pollfd* out) noexcept;
+  void after_wait() noexcept;
+  int shutdown(int fd, int how) noexcept;
+  void downgrade(int fd, const char* why) noexcept;
+  void close() noexcept;
+
+  // CmClient (service thread, under Cm::lock()).
+  int on_route(rdma_cm_id* id, const char** why) noexcept override;
+  int on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept override;
+  void on_established(const void* private_data, uint8_t len) noexcept override;
+  void on_failed(const char* why) noexcept override;
+  void on_disconnected() noexcept override;
+
+ private:
+  enum class WaitFor : uint8_t { data, space };
+  // Creates the queue pair and its resources on id's device. 0 or -errno with `why`.
+  int create_qp(rdma_cm_id* id, const char** why) noexcept;
+  void destroy_resources() noexcept;
+  // Takes completions off the queue (progress lock held).
+  void progress_locked() noexcept;
+  void progress() noexcept;
+  void on_recv(uint32_t slot, uint32_t imm, uint32_t len) noexcept;
+  int post_recv(uint32_t slot) noexcept;
+  // Posts a message of `type` with `payload` (inline) or a data slot. Progress lock held.
+  int post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept;
+  int post_data(uint32_t stage_slot, uint32_t len) noexcept;
+  uint32_t take_credits() noexcept;
+  void return_credits_if_due() noexcept;
+  uint32_t credits_available() const noexcept;
+  void fail(const char* why) noexcept;  // the link is unusable
+  bool ready_for(WaitFor what) noexcept;
+  bool rx_on_tcp() const noexcept;
+  int wait(int fd, WaitFor what, bool has_deadline, int64_t deadline_ns);
+  ssize_t recv_link(const iovec* iov, int iovcnt, bool peek) noexcept;
+  // Serves the peer's downgrade: resends on TCP what it did not consume. 0 or -errno.
+  int serve_resend(int fd, bool nonblocking) noexcept;
+  void drain_channel() noexcept;
+
+  Cm& cm_;
+  const Lib& lib_;
+  ConnOptions options_;
+  std::atomic<State> state_{State::connecting};
+  const char* fallback_reason_ = nullptr;
+  pid_t owner_pid_;
+  TcpKey key_{};
+  uint64_t nonce_ = 0;
+  bool acceptor_ = false;
+  int log_fd_ = -1;
+
+  rdma_cm_id* id_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_mr* mr_ = nullptr;
+  uint8_t* buffers_ = nullptr;  // receive slots, then send slots
+  int wake_fd_ = -1;            // epoll set holding the completion channel: what waiters poll
+  uint32_t recv_slots_ = 0;     // options_.slots + reserve (control messages)
+
+  std::mutex tx_lock_, rx_lock_;  // threads of this process sharing a direction
+  std::mutex progress_lock_;      // the queue pair, the completion queue and the counters
+
+  // Send direction.
+  bool tx_switched_ = false;
+  bool fin_sent_ = false;
+  bool write_shut_ = false;
+  bool tx_back_on_tcp_ = false;  // after a downgrade (either end's), sends go to TCP
+  uint64_t tcp_sent_ = 0;        // bytes sent on TCP before the switch
+  uint64_t link_sent_ = 0;       // bytes sent on the link
+  uint64_t stage_head_ = 0;      // data messages posted
+  uint64_t stage_acked_ = 0;     // data messages the peer consumed (credits returned)
+  uint64_t acked_bytes_ = 0;     // link bytes in those messages
+  uint32_t* stage_len_ = nullptr;
+  uint32_t sends_in_flight_ = 0;
+  bool resend_due_ = false;
+  uint64_t resend_from_ = 0;     // the peer consumed this many of our link bytes
+
+  // Receive direction.
+  bool peer_switch_known_ = false;
+  uint64_t peer_switch_at_ = 0;
+  uint64_t tcp_received_ = 0;
+  bool peer_fin_ = false;
+  bool peer_left_ = false;        // the peer downgraded: its stream goes on on TCP
+  bool rx_back_on_tcp_ = false;   // this end downgraded: read TCP only
+  bool read_shut_ = false;
+  uint32_t* rx_fifo_ = nullptr;   // received data slots in order: slot index
+  uint32_t* rx_len_ = nullptr;    // their lengths (indexed by slot)
+  uint32_t rx_head_ = 0, rx_tail_ = 0;  // fifo positions (mod recv_slots_)
+  uint32_t rx_offset_ = 0;        // bytes of the head slot already consumed
+  uint64_t link_received_ = 0;    // link bytes received (in the fifo or consumed)
+  uint64_t link_consumed_ = 0;
+  uint32_t unreported_credits_ = 0;
+  bool link_error_ = false;
+};
+
+}  // namespace fastsock::verbs

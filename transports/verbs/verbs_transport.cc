@@ -1,0 +1,204 @@
+// The verbs link of the failover chain: the Transport interface over verbs::Conn (one per
+// connection, in Socket::link_state) and an RDMA listener per listening socket (in
+// Socket::listen_state). Registered as `verbs`, ranked after shm.
+#include <dirent.h>
+#include <sys/socket.h>
+
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <new>
+
+#include "config_load.hpp"
+#include "endpoint.hpp"
+#include "fd_budget.hpp"
+#include "log.hpp"
+#include "real.hpp"
+#include "socket.hpp"
+#include "transport.hpp"
+#include "verbs_cm.hpp"
+#include "verbs_conn.hpp"
+
+namespace fastsock {
+
+namespace {
+
+constexpr int kVerbs = int(TransportId::verbs);
+
+// Per direction 16 slots of 16 KiB: 256 KiB received into and 256 KiB sent from registered
+// memory per connection, plus 8 reserve receive slots (docs/verbs.md).
+constexpr uint32_t kSlots = 16;
+constexpr uint32_t kSlotBytes = 16 * 1024;
+
+verbs::Conn& conn(Socket& s) { return *static_cast<verbs::Conn*>(s.link_state); }
+
+int64_t coarse_now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+class VerbsTransport final : public Transport {
+ public:
+  TransportId id() const noexcept override { return TransportId::verbs; }
+
+  int on_listen(Socket& s) noexcept override {
+    const char* why = "";
+    verbs::Cm* cm = verbs::Cm::get(&why);
+    void* handle = cm ? cm->listen(s.slot->local, &why) : nullptr;
+    if (!handle) {
+      LOG_DEBUG("fd=%d verbs: no RDMA listener: %s", s.slot->fd, why);
+      return -ENODEV;
+    }
+    s.listen_state[kVerbs] = handle;
+    return 0;
+  }
+
+  void close_listener(Socket& s) noexcept override {
+    if (verbs::Cm* cm = verbs::Cm::get(nullptr)) cm->unlisten(s.listen_state[kVerbs]);
+    s.listen_state[kVerbs] = nullptr;
+  }
+
+  void prepare_connect(Socket&, const sockaddr*, socklen_t) noexcept override {}
+
+  int attach(Socket& s, Side side, Socket* listener, char* why, size_t why_len) noexcept override {
+    const char* reason = "";
+    if (side == Side::server && (!listener || !listener->listen_state[kVerbs])) {
+      snprintf(why, why_len, "the listener has no RDMA listener");
+      return -ENOENT;
+    }
+    if (!fd_budget::room_for_link(s.slot->fd)) {
+      snprintf(why, why_len, "descriptors: half of RLIMIT_NOFILE in use, kept for the application");
+      return -EMFILE;
+    }
+    verbs::Cm* cm = verbs::Cm::get(&reason);
+    if (!cm) {
+      snprintf(why, why_len, "%s", reason);
+      return -ENODEV;
+    }
+    verbs::TcpKey key{};
+    key.peer = s.slot->peer;
+    key.local = s.slot->local;
+    if (key.local.family == 0) {  // not asked of the kernel yet (see ops::connect)
+      sockaddr_storage addr;
+      socklen_t len = sizeof addr;
+      if (real().getsockname(s.slot->fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+        key.local = endpoint_from(reinterpret_cast<sockaddr*>(&addr), len);
+    }
+    if (key.peer.family == 0 || key.local.family == 0) {
+      snprintf(why, why_len, "the connection's addresses are unknown");
+      return -ENOTCONN;
+    }
+    auto* c = new (std::nothrow)
+        verbs::Conn(*cm, verbs::ConnOptions{kSlots, kSlotBytes, config().spin_us});
+    if (!c) {
+      snprintf(why, why_len, "out of memory");
+      return -ENOMEM;
+    }
+    c->set_log_fd(s.slot->fd);
+    const int rc = side == Side::client ? c->start_connector(key, &reason)
+                                        : c->start_acceptor(key, &reason);
+    if (rc < 0) {
+      snprintf(why, why_len, "%s (%s)", reason, strerrordesc_np(-rc));
+      delete c;
+      return rc;
+    }
+    s.link_state = c;
+    return 0;
+  }
+
+  bool kernel_carries_data() const noexcept override { return false; }
+
+  ssize_t send(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) override {
+    const ssize_t rc = conn(s).send(fd, iov, iovcnt, flags);
+    note_fallback(s);
+    return rc;
+  }
+  ssize_t recv(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) override {
+    const ssize_t rc = conn(s).recv(fd, iov, iovcnt, flags);
+    note_fallback(s);
+    return rc;
+  }
+  long bytes_readable(Socket& s, int fd) noexcept override { return conn(s).bytes_readable(fd); }
+  short poll_now(Socket& s, int fd, short events) noexcept override {
+    const short rev = conn(s).poll_now(fd, events);
+    note_fallback(s);
+    return rev;
+  }
+  int wait_fds(Socket& s, int fd, short events, pollfd* out) noexcept override {
+    return conn(s).wait_fds(fd, events, out);
+  }
+  void disarm(Socket& s) noexcept override { conn(s).after_wait(); }
+  bool peer_shares_cpu(Socket&) noexcept override { return false; }
+  void option_set(Socket&, int, int, const void*, socklen_t) noexcept override {}
+  void downgrade(Socket& s, int fd, const char* why) noexcept override {
+    if (!s.link_state) return;
+    conn(s).downgrade(fd, why);
+    note_fallback(s);
+  }
+  int shutdown(Socket& s, int fd, int how) noexcept override { return conn(s).shutdown(fd, how); }
+  void detach(Socket& s) noexcept override {
+    auto* c = static_cast<verbs::Conn*>(s.link_state);
+    if (!c) return;
+    c->close();
+    delete c;
+    s.link_state = nullptr;
+  }
+
+ private:
+  // A connection that stays on TCP after attaching (the RDMA connection failed, was
+  // refused, never came, or an end downgraded) says so in its stats slot, with the reason;
+  // once nothing is left on the link, its data calls go straight to the kernel again.
+  static void note_fallback(Socket& s) noexcept {
+    verbs::Conn& c = conn(s);
+    if (c.state() == verbs::Conn::State::connecting) {
+      if (!c.stale(int64_t(s.slot->opened_ns), coarse_now_ns())) return;
+    }
+    const verbs::Conn::State state = c.state();
+    if (state != verbs::Conn::State::tcp && state != verbs::Conn::State::broken) return;
+    if (c.settled()) s.user_io.store(false, std::memory_order_relaxed);
+    if (s.slot->transport != uint8_t(TransportId::verbs)) return;  // already said
+    s.slot->transport = uint8_t(TransportId::tcp);
+    snprintf(s.slot->reason, sizeof s.slot->reason, "verbs: %s%s",
+             state == verbs::Conn::State::broken ? "broken: " : "",
+             c.fallback_reason() ? c.fallback_reason() : "?");
+    LOG_DEBUG("fd=%d falls back to tcp (%s)", s.slot->fd, s.slot->reason);
+  }
+};
+
+// Cheap enough for every process: one directory read. A host without RDMA devices pays
+// nothing more; the libraries are loaded only where a device exists.
+Probe probe_verbs() noexcept {
+  static const Probe probe = [] {
+    Probe p;
+    DIR* dir = opendir("/sys/class/infiniband");
+    bool device = false;
+    if (dir) {
+      while (dirent* e = readdir(dir))
+        if (e->d_name[0] != '.') device = true;
+      closedir(dir);
+    }
+    if (!device) {
+      snprintf(p.reason, sizeof p.reason, "no RDMA device (/sys/class/infiniband is empty)");
+      return p;
+    }
+    const char* why = "";
+    if (!verbs::lib(&why)) {
+      snprintf(p.reason, sizeof p.reason, "%s", why);
+      return p;
+    }
+    p.available = true;
+    snprintf(p.reason, sizeof p.reason, "RDMA devices present (libibverbs, librdmacm loaded)");
+    return p;
+  }();
+  return probe;
+}
+
+constexpr TransportEntry kEntry{TransportId::verbs, 10, probe_verbs,
+                                the_instance<VerbsTransport>};
+
+}  // namespace
+
+const TransportEntry& verbs_transport_entry() noexcept { return kEntry; }
+
+}  // namespace fastsock

@@ -1,0 +1,69 @@
+// What crosses the wire on the verbs link: the connection manager's private data and the
+// messages on the queue pair. Fixed-width fields, multi-byte values big-endian, so hosts of
+// either byte order understand each other.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fastsock::verbs {
+
+inline constexpr uint16_t kWireMagic = 0xFA57;
+inline constexpr uint8_t kWireVersion = 1;
+
+// rdma_connect's private data (RC: at most 56 bytes): which TCP connection this RDMA
+// connection belongs to, as the connector sees it, and a nonce the acceptor echoes.
+struct ConnectData {
+  uint16_t magic;        // kWireMagic
+  uint8_t version;       // kWireVersion
+  uint8_t family;        // AF_INET or AF_INET6 of the TCP connection
+  uint16_t client_port;  // the connector's TCP port
+  uint16_t server_port;  // the listener's TCP port
+  uint8_t client_addr[16];
+  uint8_t server_addr[16];
+  uint64_t nonce;
+};
+static_assert(sizeof(ConnectData) == 48 && sizeof(ConnectData) <= 56);
+static_assert(offsetof(ConnectData, client_addr) == 8 && offsetof(ConnectData, nonce) == 40);
+
+// rdma_accept's private data: the nonce echoed (the acceptor matched this connector's TCP
+// connection, not some other).
+struct AcceptData {
+  uint16_t magic;
+  uint8_t version;
+  uint8_t reserved[5];
+  uint64_t nonce;
+};
+static_assert(sizeof(AcceptData) == 16);
+
+// Queue-pair messages are SEND_WITH_IMM. The immediate (big-endian on the wire) is
+//   bits 31..24  message type
+//   bits 23..0   receive slots the sender freed since its last message (credits returned)
+// and the payload is the type's: stream bytes (data), a big-endian u64 (switch_at,
+// downgrade), nothing (fin, credit).
+enum class Msg : uint8_t {
+  data = 1,       // stream bytes
+  switch_at = 2,  // this end's stream continues here after that many bytes sent on TCP
+  fin = 3,        // end of this end's stream (shutdown/close): nothing follows
+  credit = 4,     // credits only
+  downgrade = 5,  // this end leaves the link: its stream goes on on TCP from here, and the
+                  // peer must resend on TCP what this end did not consume (payload: bytes
+                  // of the peer's link stream this end consumed)
+};
+
+constexpr uint32_t make_imm(Msg type, uint32_t credits) {
+  return (uint32_t(type) << 24) | (credits & 0xFFFFFF);
+}
+constexpr Msg imm_type(uint32_t imm) { return Msg(imm >> 24); }
+constexpr uint32_t imm_credits(uint32_t imm) { return imm & 0xFFFFFF; }
+
+inline void put_u64(uint8_t* p, uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = uint8_t(v);
+}
+inline uint64_t get_u64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace fastsock::verbs
