@@ -10,6 +10,7 @@
 #include <string>
 
 #include "endpoint.hpp"
+#include "fastsock_build_config.h"
 #include "socket.hpp"
 #include "transport.hpp"
 
@@ -93,11 +94,19 @@ TEST_CASE("the tcp transport is registered, available, and moves byte ranges") {
   close(lfd);
 }
 
-TEST_CASE("shm is always built; transports not in this build say so") {
+TEST_CASE("shm is always built; verbs when rdma-core was found; others say why not") {
   REQUIRE(find_transport(TransportId::shm) != nullptr);
   CHECK(find_transport(TransportId::shm)->instance().id() == TransportId::shm);
-  for (TransportId id : {TransportId::verbs, TransportId::vendor}) {
-    CHECK(find_transport(id) == nullptr);
-    CHECK(std::string(missing_transport_reason(id)).find("not in this build") == 0);
-  }
+  CHECK(find_transport(TransportId::vendor) == nullptr);
+  CHECK(std::string(missing_transport_reason(TransportId::vendor)).find("not in this build") == 0);
+#if FASTSOCK_HAVE_VERBS_LIBS
+  REQUIRE(find_transport(TransportId::verbs) != nullptr);
+  CHECK(find_transport(TransportId::verbs)->instance().id() == TransportId::verbs);
+  // This host has no RDMA device: the probe says so, and nothing is loaded for it.
+  const Probe probe = find_transport(TransportId::verbs)->probe();
+  if (!probe.available) CHECK(std::string(probe.reason).find("no RDMA device") == 0);
+#else
+  CHECK(find_transport(TransportId::verbs) == nullptr);
+  CHECK(std::string(missing_transport_reason(TransportId::verbs)).find("not in this build") == 0);
+#endif
 }
