@@ -98,7 +98,7 @@ if [[ ! -s $initrd ]]; then
   stage=$(mktemp -d) || cannot_start "cannot create a temporary directory"
   mkdir -p "$stage"/{bin,proc,sys,dev,host,newroot,upper,mods}
   cp "$(command -v busybox)" "$stage/bin/busybox"
-  for a in sh mount insmod mkdir sed poweroff chroot; do ln -s busybox "$stage/bin/$a"; done
+  for a in sh mount insmod mkdir sed ln poweroff chroot; do ln -s busybox "$stage/bin/$a"; done
   # Modules with their dependencies, in load order (modprobe --show-depends lists them so).
   # crc32_generic is no symbol dependency of rdma_rxe, which asks the crypto API for "crc32"
   # at run time: without it `rdma link add` fails with "No such file or directory".
@@ -130,6 +130,10 @@ if ! mount -t 9p -o "$o,ro" hostroot /host; then echo "softroce-vm: guest: canno
 mount -t tmpfs tmpfs /upper; mkdir -p /upper/u /upper/w
 mount -t overlay overlay -o lowerdir=/host,upperdir=/upper/u,workdir=/upper/w /newroot
 mount -t proc proc /newroot/proc; mount -t sysfs sys /newroot/sys; mount -t devtmpfs dev /newroot/dev
+# What udev would add to /dev: bash's process substitution needs /dev/fd.
+ln -s /proc/self/fd /newroot/dev/fd; ln -s /proc/self/fd/0 /newroot/dev/stdin
+ln -s /proc/self/fd/1 /newroot/dev/stdout; ln -s /proc/self/fd/2 /newroot/dev/stderr
+mkdir -p /newroot/dev/pts; mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs tmp /newroot/tmp; mkdir -p /newroot/dev/shm; mount -t tmpfs shm /newroot/dev/shm
 mount -t tmpfs run /newroot/run
 W=$(arg softroce_work); mkdir -p "/newroot$W"
