@@ -23,6 +23,9 @@ if [[ ${1:-} == --in-guest ]]; then
   shift
   rc=0
   timeout -k 5 "${RDMA_SCRIPT_TIMEOUT:-600}" bash "$@" || rc=$?
+  # 125 is reserved for "the VM could not start" (reported as skipped): a script's own 125
+  # is a failure.
+  [[ $rc -eq 125 ]] && rc=1
   if [[ $rc -ne 0 && $rc -ne 77 ]] && compgen -G '/tmp/fastsock-*' >/dev/null; then
     mkdir -p "artifacts/$name" && cp -a /tmp/fastsock-* "artifacts/$name/" 2>/dev/null &&
       echo "run_in_vm: the guest's work directories are in $PWD/artifacts/$name/"
