@@ -15,6 +15,12 @@ FASTSOCK_PACKAGES=(
   gnuplot-nox
   # optional transports, detected by meson (verbs)
   libibverbs-dev librdmacm-dev
+  # the rdma suite (tests/rdma/softroce-vm.sh): the host's kernel booted under QEMU with the
+  # Soft-RoCE driver (rdma_rxe), busybox and kmod for its initramfs, rdma-core/iproute2 to
+  # create the device, the verbs and rdma_cm tools, and rsocket (librdmacm1, a dependency)
+  # for the baseline test; perftest (ib_send_lat, ib_write_bw) for comparisons in bench/
+  qemu-system-x86 linux-image-amd64 busybox-static cpio kmod rdma-core ibverbs-utils
+  rdmacm-utils iproute2 perftest
 )
 
 fastsock_install_deps() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README.md, .ci/run): installs dependencies, builds twice — a normal
-# build and an ASan+UBSan build — and runs every test suite in both.
+# build and an ASan+UBSan build — and runs every test suite in both (the rdma suite, which
+# boots a VM per test, in the normal build only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -11,6 +12,9 @@ echo "== build (debugoptimized)"
 fastsock_build build
 echo "== tests: unit, fuzz, preload, bench smoke"
 meson test -C build --print-errorlogs --suite unit --suite fuzz --suite preload --suite bench --suite api
+
+echo "== tests: rdma (Soft-RoCE VM; skipped when the VM cannot start here)"
+meson test -C build --print-errorlogs --suite rdma
 
 echo "== build (ASan + UBSan)"
 fastsock_build build-san -Db_sanitize=address,undefined -Db_lundef=false

@@ -403,8 +403,8 @@ set_ends() {
 }
 
 # log_assert_stayed_tcp client-only|server-only: with one end alone under the library, its
-# connections stayed on TCP, and (when the link under test is shm) each with the reason
-# recorded and none on shm.
+# connections stayed on TCP, none on shm or on $LINK, and (when the link under test is shm)
+# each with the reason recorded.
 log_assert_stayed_tcp() {
   local side reason n total
   case $1 in
@@ -419,8 +419,11 @@ log_assert_stayed_tcp() {
   total=$(grep -cE "debug: fd=[0-9]+ $side .* on " "$LOG" || true)
   [[ $n -eq $total ]] ||
     fail "$1: $total $side lines in the log, only $n on tcp${reason:+ with '$reason'}"
-  if grep -qE "debug: fd=[0-9]+ (client|server) .* on shm" "$LOG"; then
-    fail "$1: a connection went on shm: $(grep -m1 -E "debug: fd=[0-9]+ (client|server) .* on shm" "$LOG")"
+  # Neither on shm nor on the link under test (when that is not tcp itself).
+  local fast=shm
+  [[ $LINK == shm || $LINK == tcp ]] || fast="(shm|$LINK)"
+  if grep -qE "debug: fd=[0-9]+ (client|server) .* on $fast" "$LOG"; then
+    fail "$1: a connection went on a fast link: $(grep -m1 -E "debug: fd=[0-9]+ (client|server) .* on $fast" "$LOG")"
   fi
   note "$1: $n ${side} connections stayed on tcp${reason:+ ($reason)}"
 }

@@ -1,0 +1,35 @@
+# Helpers for the scripts of tests/rdma that run inside the Soft-RoCE VM (softroce-vm.sh) or
+# on the host. Source it, then call rdma_test NAME. Exit codes follow meson: 0 pass,
+# 77 skipped, anything else failed.
+set -u -o pipefail
+
+RDMA_TEST=""
+note() { printf '%s: %s\n' "$RDMA_TEST" "$*"; }
+skip() { printf '%s: SKIP: %s\n' "$RDMA_TEST" "$*"; exit 77; }
+fail() { printf '%s: FAIL: %s\n' "$RDMA_TEST" "$*"; exit 1; }
+
+# rdma_test NAME [guest]: names the test; with "guest", refuses to run outside the VM.
+rdma_test() {
+  RDMA_TEST=$1
+  if [[ ${2:-} == guest ]]; then
+    [[ -n ${SOFTROCE_ADDR:-} && -n ${SOFTROCE_DEV:-} ]] ||
+      fail "SOFTROCE_ADDR/SOFTROCE_DEV are not set: run this through tests/rdma/run_in_vm.sh"
+  fi
+}
+
+require_cmd() {
+  local c
+  for c in "$@"; do
+    command -v "$c" >/dev/null 2>&1 || skip "'$c' is not installed"
+  done
+}
+
+# transport_field NAME FIELD: prints a field of one transport from `fastsock info --json`
+# (FASTSOCK_TOOL), as JSON (true, false, "text").
+transport_field() {
+  "${FASTSOCK_TOOL:?FASTSOCK_TOOL is not set}" info --json |
+    python3 -c 'import json, sys
+info = json.load(sys.stdin)
+t = [t for t in info["transports"] if t["name"] == sys.argv[1]]
+print(json.dumps(t[0].get(sys.argv[2])) if t else "missing")' "$1" "$2"
+}
