@@ -414,6 +414,19 @@ log_assert_stayed_tcp() {
   esac
   # With FASTSOCK_TEST_LINK=tcp the library never tries shm: there is no reason to check.
   [[ $LINK == shm ]] || reason=''
+  # The verbs link decides after the TCP connect (docs/verbs.md): its connections are
+  # "on verbs" until the RDMA connection is refused or never comes. What must hold is that
+  # none was ever established, and that a refused one says so.
+  if [[ $LINK == verbs ]]; then
+    ! grep -q "verbs: RDMA connection established" "$LOG" ||
+      fail "$1: an RDMA connection was established with only one end under the library"
+    ! grep -q "verbs: sends on the link" "$LOG" || fail "$1: a direction switched to the RDMA link"
+    if [[ $side == client ]] && ! grep -qE "falls back to tcp \(verbs: .*rejected" "$LOG"; then
+      fail "$1: no client connection recorded why it stayed on tcp (rejected)"
+    fi
+    note "$1: no RDMA connection established; every connection stayed on tcp"
+    return 0
+  fi
   n=$(grep -cE "debug: fd=[0-9]+ $side .* on tcp${reason:+ \(shm: $reason}" "$LOG" || true)
   [[ $n -ge 1 ]] || fail "$1: no '$side ... on tcp${reason:+ (shm: $reason}' line in the log"
   total=$(grep -cE "debug: fd=[0-9]+ $side .* on " "$LOG" || true)
@@ -441,5 +454,13 @@ log_assert_all_on_link() {
   [[ $(grep -cE "debug: fd=[0-9]+ server .* on " "$LOG") -eq \
      $(grep -cE "debug: fd=[0-9]+ server .* on $LINK( |\$)" "$LOG") ]] ||
     fail "a server line is not on $LINK: $(grep -E "debug: fd=[0-9]+ server .* on " "$LOG" | grep -vE " on $LINK( |\$)" | head -3)"
+  # A verbs connection starts on TCP and is "on verbs" from its first line; the link only
+  # carries bytes once it is established and a direction switched: the log must show both.
+  if [[ $LINK == verbs ]]; then
+    grep -q "verbs: RDMA connection established" "$LOG" || fail "no RDMA connection was established"
+    grep -q "verbs: sends on the link" "$LOG" || fail "no direction switched to the RDMA link"
+    ! grep -E "falls back to tcp \(verbs: broken" "$LOG" | grep -q . ||
+      fail "a verbs connection broke: $(grep -m1 'verbs: broken' "$LOG")"
+  fi
   LINK_CONNS=$total
 }

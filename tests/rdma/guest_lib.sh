@@ -27,7 +27,7 @@ require_cmd() {
 # transport_field NAME FIELD: prints a field of one transport from `fastsock info --json`
 # (FASTSOCK_TOOL), as JSON (true, false, "text").
 transport_field() {
-  "${FASTSOCK_TOOL:?FASTSOCK_TOOL is not set}" info --json |
+  timeout 20 "${FASTSOCK_TOOL:?FASTSOCK_TOOL is not set}" info --json |
     python3 -c 'import json, sys
 info = json.load(sys.stdin)
 t = [t for t in info["transports"] if t["name"] == sys.argv[1]]

@@ -17,8 +17,8 @@ row=$(grep -E '^[[:space:]]+verbs[[:space:]]' <<<"$text") || fail "fastsock info
 note "fastsock info: $(echo $row)"
 [[ $(awk '{ print $3 }' <<<"$row") == no ]] || fail "verbs is usable on a host without an RDMA device"
 grep -qi 'no RDMA device' <<<"$row" || fail "the verbs row does not say 'no RDMA device'"
-reason=$(timeout 20 transport_field verbs reason) || fail "fastsock info --json failed"
-available=$(timeout 20 transport_field verbs available)
+reason=$(transport_field verbs reason) || fail "fastsock info --json failed"
+available=$(transport_field verbs available)
 [[ $available == false ]] || fail "fastsock info --json: verbs available=$available, want false"
 grep -qi 'no RDMA device' <<<"$reason" || fail "fastsock info --json: verbs reason $reason lacks 'no RDMA device'"
 note "verbs is unavailable and says why, in text and JSON"
