@@ -57,7 +57,7 @@ trap 'rm -f "$out"' EXIT
 rm -rf "artifacts/$name"
 start=$SECONDS
 # The script's own bound is a little shorter than the VM's, which includes the boot.
-RDMA_SCRIPT_TIMEOUT=$((timeout_s - 30)) "$here/softroce-vm.sh" --timeout "$timeout_s" \
+SOFTROCE_WORKDIR=$(cd "$here/../.." && pwd) RDMA_SCRIPT_TIMEOUT=$((timeout_s - 30)) "$here/softroce-vm.sh" --timeout "$timeout_s" \
   --env RDMA_SCRIPT_TIMEOUT -- bash "$here/run_in_vm.sh" --in-guest "$name" "$script" "$@" 2>&1 |
   tee "$out"
 rc=${PIPESTATUS[0]}

@@ -49,7 +49,10 @@ cannot_start() {
 
 timeout_s=600
 mem=2048
-workdir=$PWD
+# The directory shared read-write with the guest at its own path: the project (run_in_vm.sh
+# sets it to the source root, which holds the build tree) or else the current directory. It
+# must be shared explicitly: a checkout under /tmp would be hidden by the guest's tmpfs /tmp.
+workdir=${SOFTROCE_WORKDIR:-$PWD}
 extra_env=()
 while [[ $# -gt 0 ]]; do
   case $1 in
