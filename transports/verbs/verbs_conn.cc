@@ -95,6 +95,20 @@ void scatter(const iovec* iov, int n, size_t skip, const uint8_t* in, size_t len
   }
 }
 
+// The part of `iov` after its first `skip` bytes.
+int remainder(const iovec* iov, int n, size_t skip, iovec* out, int out_max) noexcept {
+  int k = 0;
+  for (int i = 0; i < n && k < out_max; ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    out[k++] = iovec{static_cast<char*>(iov[i].iov_base) + skip, iov[i].iov_len - skip};
+    skip = 0;
+  }
+  return k;
+}
+
 // The part of `iov` of at most `max` bytes (TCP bytes before the peer's switch offset).
 int clip(const iovec* iov, int n, size_t max, iovec* out, int out_max) noexcept {
   int k = 0;
@@ -253,7 +267,7 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   return 0;
 }
 
-rdma_conn_param make_param(const void* data, uint8_t len) {
+static rdma_conn_param make_param(const void* data, uint8_t len) {
   rdma_conn_param p{};
   p.private_data = data;
   p.private_data_len = len;
@@ -582,19 +596,8 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   bool deadline_known = false, has_deadline = false;
   int64_t deadline = 0;
   for (;;) {
-    iovec rest[64];
-    int rest_n = 0;
-    {  // the part of the caller's buffers still to fill
-      size_t skip = got;
-      for (int i = 0; i < iovcnt && rest_n < 64; ++i) {
-        if (skip >= iov[i].iov_len) {
-          skip -= iov[i].iov_len;
-          continue;
-        }
-        rest[rest_n++] = iovec{static_cast<char*>(iov[i].iov_base) + skip, iov[i].iov_len - skip};
-        skip = 0;
-      }
-    }
+    iovec rest[64];  // the part of the caller's buffers still to fill
+    const int rest_n = remainder(iov, iovcnt, got, rest, 64);
     bool on_tcp;
     size_t tcp_limit = SIZE_MAX;
     {
@@ -742,16 +745,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
     }
     if (to_tcp) {
       iovec rest[64];
-      int rest_n = 0;
-      size_t skip = sent;
-      for (int i = 0; i < iovcnt && rest_n < 64; ++i) {
-        if (skip >= iov[i].iov_len) {
-          skip -= iov[i].iov_len;
-          continue;
-        }
-        rest[rest_n++] = iovec{static_cast<char*>(iov[i].iov_base) + skip, iov[i].iov_len - skip};
-        skip = 0;
-      }
+      const int rest_n = remainder(iov, iovcnt, sent, rest, 64);
       // Non-blocking while the link may come up: a send must not stay asleep on TCP once
       // the peer stopped reading it. A blocking caller sleeps in wait() below instead.
       const ssize_t n = kernel_io(true, fd, rest, rest_n, flags | MSG_NOSIGNAL | MSG_DONTWAIT);
