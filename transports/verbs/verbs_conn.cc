@@ -465,7 +465,12 @@ void Conn::progress_locked() noexcept {
     }
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
-        if (!(wc[i].opcode & IBV_WC_RECV)) --sends_in_flight_;
+        // An error completion's opcode is undefined: wr_id says whether it was a send.
+        if ((wc[i].wr_id >> 32) != (kWrRecv >> 32)) --sends_in_flight_;
+        // A refused connect flushes the posted receives, often before the CM thread has
+        // handled the REJECTED/UNREACHABLE event that says why: that event (or the
+        // connecting time limit) ends the attempt with the real reason.
+        if (wc[i].status == IBV_WC_WR_FLUSH_ERR && state() == State::connecting) continue;
         fail(wc[i].status == IBV_WC_WR_FLUSH_ERR ? "the queue pair was flushed"
                                                  : "an RDMA operation failed");
         continue;
