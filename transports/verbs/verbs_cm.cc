@@ -5,9 +5,12 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -18,6 +21,7 @@
 #include "guard.hpp"
 #include "internal_fds.hpp"
 #include "log.hpp"
+#include "process.hpp"
 #include "real.hpp"
 
 namespace fastsock::verbs {
@@ -72,21 +76,6 @@ bool is_wildcard(const stats::Endpoint& ep) noexcept {
   return true;
 }
 
-struct Parked {
-  TcpKey key;
-  rdma_cm_id* id;
-  ConnectData data;
-  int64_t since_ns;
-};
-struct Waiting {
-  TcpKey key;
-  CmClient* client;
-};
-
-// Under Cm::lock_.
-std::vector<Parked> g_parked;
-std::vector<Waiting> g_waiting;
-
 TcpKey key_of(const ConnectData& d) noexcept {
   TcpKey k{};
   k.local.family = k.peer.family = d.family;
@@ -122,85 +111,156 @@ bool local_rdma_address(const Lib& lib, sockaddr_storage& out) noexcept {
   return found;
 }
 
-pid_t g_owner_pid = 0;  // the process whose service g_cm is (a forked child has none)
+// The service of this process: set once started, reset in a forked child.
+std::atomic<Cm*> g_cm{nullptr};
+// Serialises starting the service; held across fork (fork_prepare) so a child never
+// inherits it locked.
+std::mutex g_start_lock;
+bool g_start_tried = false;  // under g_start_lock
+const char* g_start_failure = nullptr;
+
+// A closed listener with accepted connections still waiting for their connect requests
+// listens on for them (a program may accept one connection and close its listener at
+// once), up to this long: a connector gives up connecting after 5 s (verbs_conn.cc).
+constexpr int64_t kLingerNs = 6'000'000'000;
 
 }  // namespace
 
 Cm* Cm::get(const char** why) noexcept {
-  static std::once_flag once;
-  static Cm* cm = nullptr;
-  static const char* failure = nullptr;
-  std::call_once(once, [] {
+  if (Cm* cm = g_cm.load(std::memory_order_acquire)) return cm;
+  std::lock_guard starting(g_start_lock);
+  if (!g_start_tried) {
+    g_start_tried = true;
+    g_start_failure = nullptr;
     ReentryGuard guard;
-    const Lib* l = verbs::lib(&failure);
-    if (!l) return;
-    rdma_event_channel* channel = l->rdma_create_event_channel();
-    if (!channel) {
-      failure = "cannot open the RDMA connection manager (/dev/infiniband/rdma_cm)";
-      return;
-    }
-    internal_fds::add(channel->fd);
-    cm = new (std::nothrow) Cm(l, channel);
-    if (!cm) {
-      failure = "out of memory";
-      return;
-    }
-    pthread_t thread;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    // Signals are the application's business: the service thread takes none.
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    const int rc = pthread_create(
-        &thread, &attr, [](void* self) -> void* {
-          static_cast<Cm*>(self)->run();
-          return nullptr;
-        },
-        cm);
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-      failure = "cannot start the connection-manager thread";
-      cm = nullptr;
-      return;
-    }
-    g_owner_pid = getpid();
-  });
-  if (cm && getpid() != g_owner_pid) {
-    if (why) *why = "a forked child: the RDMA connection manager belongs to the parent";
-    return nullptr;
+    if (Cm* cm = start(&g_start_failure)) g_cm.store(cm, std::memory_order_release);
   }
-  if (!cm && why) *why = failure ? failure : "unavailable";
+  Cm* cm = g_cm.load(std::memory_order_acquire);
+  if (!cm && why) *why = g_start_failure ? g_start_failure : "unavailable";
   return cm;
 }
+
+Cm* Cm::start(const char** why) noexcept {
+  const Lib* l = verbs::lib(why);
+  if (!l) return nullptr;
+  rdma_event_channel* channel = l->rdma_create_event_channel();
+  if (!channel) {
+    *why = "cannot open the RDMA connection manager (/dev/infiniband/rdma_cm)";
+    return nullptr;
+  }
+  // Non-blocking: the service takes events under its lock, which must never wait on I/O.
+  const int flags = real().fcntl(channel->fd, F_GETFL);
+  if (flags < 0 || real().fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    *why = "cannot make the RDMA event channel non-blocking";
+    l->rdma_destroy_event_channel(channel);
+    return nullptr;
+  }
+  const int bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // not an interposed call
+  Cm* cm = bell >= 0 ? new (std::nothrow) Cm(l, channel, bell) : nullptr;
+  if (!cm) {
+    *why = bell >= 0 ? "out of memory" : "no descriptor for the service's bell";
+    if (bell >= 0) real().close(bell);
+    l->rdma_destroy_event_channel(channel);
+    return nullptr;
+  }
+  internal_fds::add(channel->fd);
+  internal_fds::add(bell);
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // Signals are the application's business: the service thread takes none.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int rc = pthread_create(
+      &thread, &attr, [](void* self) -> void* {
+        static_cast<Cm*>(self)->run();
+        return nullptr;
+      },
+      cm);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    *why = "cannot start the connection-manager thread";
+    internal_fds::remove(channel->fd);
+    internal_fds::close(bell);
+    l->rdma_destroy_event_channel(channel);
+    delete cm;
+    return nullptr;
+  }
+  return cm;
+}
+
+void Cm::fork_prepare() noexcept {
+  g_start_lock.lock();
+  if (Cm* cm = g_cm.load(std::memory_order_acquire)) cm->lock_.lock();
+}
+
+void Cm::fork_parent() noexcept {
+  if (Cm* cm = g_cm.load(std::memory_order_acquire)) cm->lock_.unlock();
+  g_start_lock.unlock();
+}
+
+// The parent's service is not the child's: its thread is gone, and its event channel and
+// ids belong to the parent (the channel's file is shared, so closing our descriptor of it
+// is safe; destroying an id through it would destroy the parent's). The old object is left
+// as it is (connections inherited from the parent still point at it) and the child starts
+// its own service on first use.
+void Cm::fork_child() noexcept {
+  if (Cm* cm = g_cm.load(std::memory_order_acquire)) {
+    cm->lock_.unlock();
+    internal_fds::close(cm->channel_->fd);
+    internal_fds::close(cm->bell_);
+    g_cm.store(nullptr, std::memory_order_release);
+  }
+  g_start_tried = false;
+  g_start_lock.unlock();
+}
+
+namespace {
+const bool g_fork_registered =
+    (register_fork_handlers(ForkHandlers{Cm::fork_prepare, Cm::fork_parent, Cm::fork_child}), true);
+}  // namespace
 
 void Cm::run() noexcept {
   ReentryGuard guard;  // everything this thread does is the library's own work
   pthread_setname_np(pthread_self(), "fastsock-rdmacm");
   for (;;) {
-    bool have_parked;
+    bool timed;  // something expires: wake up at least every second
     {
       std::lock_guard lock(lock_);
-      have_parked = !g_parked.empty();
+      timed = !parked_.empty() || !closing_.empty();
     }
-    pollfd p{channel_->fd, POLLIN, 0};
-    const int n = real().poll(&p, 1, have_parked ? 1000 : -1);
+    pollfd p[2] = {{channel_->fd, POLLIN, 0}, {bell_, POLLIN, 0}};
+    const int n = real().poll(p, 2, timed ? 1000 : -1);
     if (n < 0 && errno != EINTR) return;
-    if (n > 0) {
-      rdma_cm_event* event = nullptr;
-      if (lib_->rdma_get_cm_event(channel_, &event) == 0) dispatch(event);
+    if (n > 0 && p[1].revents) {
+      uint64_t rings;
+      (void)!real().read(bell_, &rings, sizeof rings);
     }
-    if (have_parked) expire_parked();
+    while (n > 0) {
+      // Taken and acknowledged under the lock, so that fork (which holds it) never
+      // splits an event between parent and child.
+      rdma_cm_id* destroy_after_ack = nullptr;
+      {
+        std::lock_guard lock(lock_);
+        rdma_cm_event* event = nullptr;
+        if (lib_->rdma_get_cm_event(channel_, &event) != 0) break;  // EAGAIN: all taken
+        destroy_after_ack = dispatch(event);
+        lib_->rdma_ack_cm_event(event);
+      }
+      if (destroy_after_ack) lib_->rdma_destroy_id(destroy_after_ack);
+    }
+    expire_parked();
+    reap_listeners();
   }
 }
 
-void Cm::dispatch(rdma_cm_event* event) noexcept {
+rdma_cm_id* Cm::dispatch(rdma_cm_event* event) noexcept {
   rdma_cm_id* const id = event->id;
   rdma_cm_id* destroy_after_ack = nullptr;
   {
-    std::lock_guard lock(lock_);
     auto* client = static_cast<CmClient*>(id->context);
     const char* failure = nullptr;
     switch (event->event) {
@@ -208,9 +268,9 @@ void Cm::dispatch(rdma_cm_event* event) noexcept {
         on_connect_request(id, event->param.conn.private_data,
                            event->param.conn.private_data_len);
         if (!id->context) {
-          // Rejected or parked: a parked id is in g_parked; otherwise it goes.
+          // Rejected or parked: a parked id is in parked_; otherwise it goes.
           bool parked = false;
-          for (const Parked& p : g_parked) parked |= p.id == id;
+          for (const Parked& p : parked_) parked |= p.id == id;
           if (!parked) destroy_after_ack = id;
         }
         break;
@@ -237,10 +297,10 @@ void Cm::dispatch(rdma_cm_event* event) noexcept {
       case RDMA_CM_EVENT_DEVICE_REMOVAL: failure = "the RDMA device was removed"; break;
       case RDMA_CM_EVENT_DISCONNECTED:
         if (client) client->on_disconnected();
-        for (size_t i = 0; i < g_parked.size(); ++i) {
-          if (g_parked[i].id != id) continue;
+        for (size_t i = 0; i < parked_.size(); ++i) {
+          if (parked_[i].id != id) continue;
           destroy_after_ack = id;
-          g_parked.erase(g_parked.begin() + long(i));
+          parked_.erase(parked_.begin() + long(i));
           break;
         }
         break;
@@ -248,8 +308,7 @@ void Cm::dispatch(rdma_cm_event* event) noexcept {
     }
     if (failure && client) client->on_failed(failure);
   }
-  lib_->rdma_ack_cm_event(event);
-  if (destroy_after_ack) lib_->rdma_destroy_id(destroy_after_ack);
+  return destroy_after_ack;
 }
 
 void Cm::on_connect_request(rdma_cm_id* id, const void* raw, uint8_t len) noexcept {
@@ -265,10 +324,10 @@ void Cm::on_connect_request(rdma_cm_id* id, const void* raw, uint8_t len) noexce
     return;
   }
   const TcpKey key = key_of(data);
-  for (size_t i = 0; i < g_waiting.size(); ++i) {
-    if (!same(g_waiting[i].key, key)) continue;
-    CmClient* client = g_waiting[i].client;
-    g_waiting.erase(g_waiting.begin() + long(i));
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    if (!same(waiting_[i].key, key)) continue;
+    CmClient* client = waiting_[i].client;
+    waiting_.erase(waiting_.begin() + long(i));
     id->context = client;
     const char* why = "";
     if (client->on_request(id, data, &why) != 0) {
@@ -280,7 +339,7 @@ void Cm::on_connect_request(rdma_cm_id* id, const void* raw, uint8_t len) noexce
   }
   // The TCP connection is not accepted yet: kept until it is (add_acceptor).
   try {
-    g_parked.push_back(Parked{key, id, data, now_ns()});
+    parked_.push_back(Parked{key, id, data, now_ns()});
   } catch (...) {
     (void)lib_->rdma_reject(id, nullptr, 0);
   }
@@ -291,13 +350,13 @@ void Cm::expire_parked() noexcept {
   {
     std::lock_guard lock(lock_);
     const int64_t now = now_ns();
-    for (size_t i = 0; i < g_parked.size();) {
-      if (now - g_parked[i].since_ns < kParkedNs) {
+    for (size_t i = 0; i < parked_.size();) {
+      if (now - parked_[i].since_ns < kParkedNs) {
         ++i;
         continue;
       }
-      rdma_cm_id* id = g_parked[i].id;
-      g_parked.erase(g_parked.begin() + long(i));
+      rdma_cm_id* id = parked_[i].id;
+      parked_.erase(parked_.begin() + long(i));
       (void)lib_->rdma_reject(id, nullptr, 0);
       try {
         expired.push_back(id);
@@ -306,6 +365,39 @@ void Cm::expire_parked() noexcept {
     }
   }
   for (rdma_cm_id* id : expired) lib_->rdma_destroy_id(id);
+}
+
+bool Cm::awaited(const Listener& l) const noexcept {
+  for (const Waiting& w : waiting_)
+    if (w.key.local.port == l.local.port && (l.any_address || same(w.key.local, l.local)))
+      return true;
+  return false;
+}
+
+void Cm::reap_listeners() noexcept {
+  std::vector<Listener*> done;
+  {
+    std::lock_guard lock(lock_);
+    if (closing_.empty()) return;
+    const int64_t now = now_ns();
+    for (size_t i = 0; i < closing_.size();) {
+      Listener* l = closing_[i];
+      if (awaited(*l) && now < l->linger_until_ns) {
+        ++i;
+        continue;
+      }
+      closing_.erase(closing_.begin() + long(i));
+      try {
+        done.push_back(l);
+      } catch (...) {
+        // Out of memory: this one stays open (its port too); the rest go.
+      }
+    }
+  }
+  for (Listener* l : done) {
+    lib_->rdma_destroy_id(l->id);
+    delete l;
+  }
 }
 
 void* Cm::listen(const stats::Endpoint& local, const char** why) noexcept {
@@ -329,16 +421,42 @@ void* Cm::listen(const stats::Endpoint& local, const char** why) noexcept {
     lib_->rdma_destroy_id(id);
     return nullptr;
   }
-  if (lib_->rdma_listen(id, 128) != 0) {
-    *why = "rdma_listen failed";
+  auto* listener = new (std::nothrow)
+      Listener{this, id, getpid(), canonical(local), is_loopback(bind_ep) || is_wildcard(bind_ep), 0};
+  if (!listener || lib_->rdma_listen(id, 128) != 0) {
+    *why = listener ? "rdma_listen failed" : "out of memory";
+    delete listener;
     lib_->rdma_destroy_id(id);
     return nullptr;
   }
-  return id;
+  return listener;
 }
 
 void Cm::unlisten(void* handle) noexcept {
-  if (handle) lib_->rdma_destroy_id(static_cast<rdma_cm_id*>(handle));
+  auto* listener = static_cast<Listener*>(handle);
+  if (!listener) return;
+  if (listener->owner != getpid()) {  // inherited over fork: the parent's to destroy
+    delete listener;
+    return;
+  }
+  Cm& cm = *listener->cm;
+  {
+    std::lock_guard lock(cm.lock_);
+    if (cm.awaited(*listener)) {
+      try {
+        listener->linger_until_ns = now_ns() + kLingerNs;
+        cm.closing_.push_back(listener);
+        const uint64_t one = 1;
+        (void)!real().write(cm.bell_, &one, sizeof one);  // the service times the linger
+        return;
+      } catch (...) {
+        // Out of memory: closed now; the waiting connections stay on TCP.
+      }
+    }
+  }
+  ReentryGuard guard;
+  cm.lib_->rdma_destroy_id(listener->id);
+  delete listener;
 }
 
 int Cm::connect(CmClient* client, const stats::Endpoint& dst, rdma_cm_id** id_out,
@@ -379,10 +497,10 @@ int Cm::connect(CmClient* client, const stats::Endpoint& dst, rdma_cm_id** id_ou
 }
 
 void Cm::add_acceptor(CmClient* client, const TcpKey& key) noexcept {
-  for (size_t i = 0; i < g_parked.size(); ++i) {
-    if (!same(g_parked[i].key, key)) continue;
-    Parked p = g_parked[i];
-    g_parked.erase(g_parked.begin() + long(i));
+  for (size_t i = 0; i < parked_.size(); ++i) {
+    if (!same(parked_[i].key, key)) continue;
+    Parked p = parked_[i];
+    parked_.erase(parked_.begin() + long(i));
     p.id->context = client;
     const char* why = "";
     if (client->on_request(p.id, p.data, &why) != 0) {
@@ -394,16 +512,16 @@ void Cm::add_acceptor(CmClient* client, const TcpKey& key) noexcept {
     return;
   }
   try {
-    g_waiting.push_back(Waiting{key, client});
+    waiting_.push_back(Waiting{key, client});
   } catch (...) {
     client->on_failed("out of memory");
   }
 }
 
 void Cm::forget(CmClient* client, rdma_cm_id* id) noexcept {
-  for (size_t i = 0; i < g_waiting.size(); ++i) {
-    if (g_waiting[i].client != client) continue;
-    g_waiting.erase(g_waiting.begin() + long(i));
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    if (waiting_[i].client != client) continue;
+    waiting_.erase(waiting_.begin() + long(i));
     break;
   }
   if (id) id->context = nullptr;

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "stats_layout.hpp"
 #include "verbs_lib.hpp"
@@ -49,7 +50,9 @@ struct TcpKey {
 class Cm {
  public:
   // The process's service, started on first use; nullptr with a reason when verbs cannot
-  // be used here (no library, no device, no channel).
+  // be used here (no library, no device, no channel). A forked child starts its own: the
+  // parent's thread is not in the child, and the parent's listeners and connection ids
+  // stay the parent's (the child never destroys them, it only forgets them).
   static Cm* get(const char** why) noexcept;
 
   std::mutex& lock() noexcept { return lock_; }
@@ -58,7 +61,8 @@ class Cm {
   // (a loopback or wildcard address listens on every RDMA device). Returns a handle or
   // nullptr with `why`.
   void* listen(const stats::Endpoint& local, const char** why) noexcept;
-  void unlisten(void* handle) noexcept;
+  // Static: a listener inherited over fork is only forgotten, and needs no service.
+  static void unlisten(void* handle) noexcept;
 
   // Connector: starts resolving `dst` (a loopback destination is reached through this
   // host's RDMA address); the client hears the outcome. 0 or -errno with `why`.
@@ -74,16 +78,51 @@ class Cm {
 
   const Lib& lib() const noexcept { return *lib_; }
 
+  // Registered with the core's fork hook (src/process.hpp): the service's lock is held
+  // across fork, and the child drops the parent's service to start its own on first use.
+  static void fork_prepare() noexcept;
+  static void fork_parent() noexcept;
+  static void fork_child() noexcept;
+
  private:
-  explicit Cm(const Lib* lib, rdma_event_channel* channel) : lib_(lib), channel_(channel) {}
+  Cm(const Lib* lib, rdma_event_channel* channel, int bell)
+      : lib_(lib), channel_(channel), bell_(bell) {}
+  static Cm* start(const char** why) noexcept;  // a new service, its thread running
   void run() noexcept;
-  void dispatch(rdma_cm_event* event) noexcept;
+  // Under lock_: handles one event; returns an id to destroy once the event is acknowledged.
+  rdma_cm_id* dispatch(rdma_cm_event* event) noexcept;
   void on_connect_request(rdma_cm_id* id, const void* data, uint8_t len) noexcept;
   void expire_parked() noexcept;
 
+  struct Parked {  // a connect request whose TCP connection is not accepted yet
+    TcpKey key;
+    rdma_cm_id* id;
+    ConnectData data;
+    int64_t since_ns;
+  };
+  struct Listener {
+    Cm* cm;
+    rdma_cm_id* id;
+    pid_t owner;  // a forked child inherits the handle, not the listener
+    stats::Endpoint local;
+    bool any_address;          // wildcard or loopback: listens on every RDMA address
+    int64_t linger_until_ns;   // closed: destroyed when no accepted connection awaits it
+  };
+  struct Waiting {  // an accepted TCP connection whose connect request has not arrived
+    TcpKey key;
+    CmClient* client;
+  };
+  // Under lock_: an accepted connection still waits for a request on `l`'s port.
+  bool awaited(const Listener& l) const noexcept;
+  void reap_listeners() noexcept;
+
   const Lib* lib_;
   rdma_event_channel* channel_;
+  int bell_;  // eventfd: wakes the service (a closed listener to time)
   std::mutex lock_;
+  std::vector<Listener*> closing_;  // under lock_
+  std::vector<Parked> parked_;    // under lock_
+  std::vector<Waiting> waiting_;  // under lock_
 };
 
 }  // namespace fastsock::verbs

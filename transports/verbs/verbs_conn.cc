@@ -232,7 +232,8 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   internal_fds::add(channel_->fd);
   const int fl = real().fcntl(channel_->fd, F_GETFL);
   (void)real().fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK);
-  const int cqe = int(recv_slots_ + options_.slots + kReserveSlots + 8);
+  // Every posted request's completion fits: a full completion queue is a fatal error.
+  const int cqe = int(recv_slots_ + options_.slots + 2 * kReserveSlots + 8);
   cq_ = lib_.ibv_create_cq(id->verbs, cqe, nullptr, channel_, 0);
   mr_ = cq_ ? (lib_.ibv_reg_mr)(pd_, buffers_, bytes, IBV_ACCESS_LOCAL_WRITE) : nullptr;
   if (!mr_) {
@@ -243,7 +244,11 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   attr.send_cq = cq_;
   attr.recv_cq = cq_;
   attr.qp_type = IBV_QPT_RC;
-  attr.cap.max_send_wr = options_.slots + kReserveSlots;
+  // Data messages are bounded by credits; control messages (credits, switch, FIN) are
+  // not, and their completions wait for the peer's acknowledgements: room for twice the
+  // reserve. A full queue defers a control message (sq_full), it never fails the link.
+  max_send_wr_ = options_.slots + 2 * kReserveSlots;
+  attr.cap.max_send_wr = max_send_wr_;
   attr.cap.max_recv_wr = recv_slots_;
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
@@ -281,6 +286,10 @@ static rdma_conn_param make_param(const void* data, uint8_t len) {
 
 int Conn::on_route(rdma_cm_id* id, const char** why) noexcept {
   std::lock_guard lock(progress_lock_);
+  if (state() != State::connecting) {  // moved to TCP meanwhile (fork, exec, ...)
+    *why = "the connection moved to TCP";
+    return -ECANCELED;
+  }
   if (int rc = create_qp(id, why); rc != 0) return rc;
   ConnectData data{};
   data.magic = htons(kWireMagic);
@@ -302,6 +311,10 @@ int Conn::on_route(rdma_cm_id* id, const char** why) noexcept {
 
 int Conn::on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept {
   std::lock_guard lock(progress_lock_);
+  if (state() != State::connecting) {  // moved to TCP before the request came: refused
+    *why = "the connection moved to TCP";
+    return -ECANCELED;
+  }
   id_ = id;
   if (int rc = create_qp(id, why); rc != 0) return rc;
   AcceptData reply{};
@@ -324,9 +337,12 @@ void Conn::on_established(const void* private_data, uint8_t len) noexcept {
     if (ntohs(reply.magic) != kWireMagic || reply.nonce != nonce_)
       return on_failed("the RDMA peer answered for another connection");
   }
+  std::lock_guard lock(progress_lock_);
   State expected = State::connecting;
   if (state_.compare_exchange_strong(expected, State::established, std::memory_order_acq_rel))
     LOG_DEBUG("fd=%d verbs: RDMA connection established", log_fd_);
+  else if (downgrade_unsent_ && !link_error_ && id_ && id_->qp)
+    post_downgrade();  // we moved to TCP while connecting: the peer must not switch
   // Wake a waiter that only watched TCP so far: the link may carry the peer's bytes now.
   if (channel_) (void)ibv_req_notify_cq(cq_, 0);
 }
@@ -373,6 +389,7 @@ uint32_t Conn::take_credits() noexcept {
 }
 
 int Conn::post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept {
+  if (sq_full()) return -EAGAIN;
   ibv_sge sge{reinterpret_cast<uintptr_t>(payload), len, 0};
   ibv_send_wr wr{};
   wr.wr_id = kWrControl;
@@ -388,6 +405,7 @@ int Conn::post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept 
 }
 
 int Conn::post_data(uint32_t stage_slot, uint32_t len) noexcept {
+  if (sq_full()) return -EAGAIN;
   uint8_t* src = buffers_ + size_t(recv_slots_ + stage_slot) * options_.slot_bytes;
   ibv_sge sge{reinterpret_cast<uintptr_t>(src), len, mr_->lkey};
   ibv_send_wr wr{};
@@ -408,8 +426,15 @@ uint32_t Conn::credits_available() const noexcept {
 }
 
 void Conn::return_credits_if_due() noexcept {
-  if (unreported_credits_ >= options_.slots / 2 && !link_error_ && id_ && id_->qp)
-    if (post_control(Msg::credit, nullptr, 0) != 0) fail("cannot post on the queue pair");
+  if (unreported_credits_ < options_.slots / 2 || link_error_ || !id_ || !id_->qp || sq_full())
+    return;  // a full send queue: the credits go with a later message
+  if (post_control(Msg::credit, nullptr, 0) == 0) return;
+  // After the peer's FIN its queue pair may be gone already, and it sends nothing more:
+  // the credits do not matter then. Otherwise the link is unusable.
+  if (peer_fin_)
+    link_error_ = true;
+  else
+    fail("cannot post on the queue pair");
 }
 
 bool Conn::stale(int64_t opened_ns, int64_t now) noexcept {
@@ -520,7 +545,7 @@ bool Conn::ready_for(WaitFor what) noexcept {
     if (rx_on_tcp()) return false;  // the TCP socket is watched for that
     return rx_head_ != rx_tail_ || peer_fin_ || peer_left_;
   }
-  return credits_available() > 0 || tx_back_on_tcp_;
+  return can_post_data() || tx_back_on_tcp_;
 }
 
 FASTSOCK_CANCELLATION_POINT
@@ -718,7 +743,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       }
       const State s = state();
       if (s == State::broken) return sent ? ssize_t(sent) : -ECONNRESET;
-      if (!tx_switched_ && s == State::established && !tx_back_on_tcp_ && !link_error_) {
+      if (!tx_switched_ && s == State::established && !tx_back_on_tcp_ && !link_error_ &&
+          !sq_full()) {
         uint8_t payload[8];
         put_u64(payload, tcp_sent_);
         if (post_control(Msg::switch_at, payload, 8) == 0) {
@@ -731,7 +757,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       }
       to_tcp = !tx_switched_ || tx_back_on_tcp_;
       if (!to_tcp) {
-        while (sent < total && credits_available() > 0) {
+        while (sent < total && can_post_data()) {
           const uint32_t slot = uint32_t(stage_head_ % options_.slots);
           const uint32_t len = uint32_t(std::min<size_t>(total - sent, options_.slot_bytes));
           gather(iov, iovcnt, sent, buffers_ + size_t(recv_slots_ + slot) * options_.slot_bytes,
@@ -788,7 +814,10 @@ long Conn::bytes_readable(int fd) noexcept {
 }
 
 short Conn::poll_now(int fd, short events) noexcept {
-  drain_channel();
+  // No drain_channel() here: the core calls poll_now() right after arming (wait_fds), and
+  // taking the notification that arming produced would leave the completion queue
+  // unarmed, so the next completion (the peer's data) would wake nobody. The notification
+  // is taken by disarm()/after_wait(), before the next arming.
   pollfd p{fd, short(events | POLLRDHUP), 0};
   (void)real().poll(&p, 1, 0);
   std::lock_guard lock(progress_lock_);
@@ -804,7 +833,7 @@ short Conn::poll_now(int fd, short events) noexcept {
   if (events & (POLLOUT | POLLWRNORM)) {
     if (!tx_switched_ || tx_back_on_tcp_)
       rev |= short(p.revents & (events & (POLLOUT | POLLWRNORM)));
-    else if (credits_available() > 0 || write_shut_)
+    else if (can_post_data() || write_shut_)
       rev |= short(events & (POLLOUT | POLLWRNORM));
   }
   return rev;
@@ -861,12 +890,15 @@ void Conn::downgrade(int fd, const char* why) noexcept {
   std::lock_guard lock(progress_lock_);
   progress_locked();
   if (resend_due_) (void)serve_resend(fd, false);
-  if (state() == State::established && !link_error_ && id_ && id_->qp) {
-    // Our link stream ends here; the peer resends on TCP what we did not consume.
-    uint8_t payload[8];
-    put_u64(payload, link_consumed_);
-    (void)post_control(Msg::downgrade, payload, 8);
-  }
+  // Our link stream ends here; the peer resends on TCP what we did not consume. A peer
+  // that may still see the connection come up (it accepted, or we asked) hears it too, so
+  // it never switches to a link nobody reads.
+  if (state() == State::established && !link_error_ && id_ && id_->qp)
+    post_downgrade();
+  else if (state() == State::connecting)
+    // Sent by on_established, if the link comes up: only then is the peer's queue pair
+    // sure to take it (a message reaching a queue pair not ready yet is dropped).
+    downgrade_unsent_ = true;
   rx_back_on_tcp_ = true;
   tx_back_on_tcp_ = true;
   // Unconsumed link bytes are dropped: the peer sends them again on TCP.
@@ -879,7 +911,25 @@ void Conn::downgrade(int fd, const char* why) noexcept {
   tx_switched_ = false;
 }
 
+void Conn::post_downgrade() noexcept {
+  uint8_t payload[8];
+  put_u64(payload, link_consumed_);
+  if (post_control(Msg::downgrade, payload, 8) == 0) downgrade_unsent_ = false;
+}
+
 void Conn::close() noexcept {
+  // Moved to TCP while the link was coming up: the peer may still see it come up and
+  // switch to it, so it must hear our downgrade (on_established posts it) before this end
+  // goes. Bounded; only a connection downgraded mid-connect (fork, exec) waits here.
+  const int64_t connect_end = now_ns() + kCloseWaitNs;
+  while (getpid() == owner_pid_ && now_ns() < connect_end) {
+    {
+      std::lock_guard lock(progress_lock_);
+      if (!downgrade_unsent_ || link_error_ || !id_) break;
+    }
+    const timespec ms{0, 1'000'000};
+    nanosleep(&ms, nullptr);
+  }
   {
     std::lock_guard lock(progress_lock_);
     progress_locked();

@@ -99,6 +99,9 @@ class Conn final : public CmClient {
   uint32_t take_credits() noexcept;
   void return_credits_if_due() noexcept;
   uint32_t credits_available() const noexcept;
+  // Every send request's completion is not taken yet: nothing more can be posted.
+  bool sq_full() const noexcept { return sends_in_flight_ >= max_send_wr_; }
+  bool can_post_data() const noexcept { return credits_available() > 0 && !sq_full(); }
   void fail(const char* why) noexcept;  // the link is unusable
   bool ready_for(WaitFor what) noexcept;
   bool rx_on_tcp() const noexcept;
@@ -107,6 +110,8 @@ class Conn final : public CmClient {
   // Serves the peer's downgrade: resends on TCP what it did not consume. 0 or -errno.
   int serve_resend(int fd, bool nonblocking) noexcept;
   void drain_channel() noexcept;
+  // Tells the peer our link stream ended after link_consumed_ bytes (progress lock held).
+  void post_downgrade() noexcept;
 
   Cm& cm_;
   const Lib& lib_;
@@ -117,6 +122,7 @@ class Conn final : public CmClient {
   TcpKey key_{};
   uint64_t nonce_ = 0;
   bool acceptor_ = false;
+  bool downgrade_unsent_ = false;  // moved to TCP while the link was coming up
   int log_fd_ = -1;
 
   rdma_cm_id* id_ = nullptr;
@@ -142,7 +148,8 @@ class Conn final : public CmClient {
   uint64_t stage_acked_ = 0;     // data messages the peer consumed (credits returned)
   uint64_t acked_bytes_ = 0;     // link bytes in those messages
   uint32_t* stage_len_ = nullptr;
-  uint32_t sends_in_flight_ = 0;
+  uint32_t sends_in_flight_ = 0;  // posted sends whose completion is not taken yet
+  uint32_t max_send_wr_ = 0;
   bool resend_due_ = false;
   uint64_t resend_from_ = 0;     // the peer consumed this many of our link bytes
 

@@ -55,7 +55,7 @@ class VerbsTransport final : public Transport {
   }
 
   void close_listener(Socket& s) noexcept override {
-    if (verbs::Cm* cm = verbs::Cm::get(nullptr)) cm->unlisten(s.listen_state[kVerbs]);
+    verbs::Cm::unlisten(s.listen_state[kVerbs]);
     s.listen_state[kVerbs] = nullptr;
   }
 
