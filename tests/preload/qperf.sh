@@ -81,6 +81,18 @@ closed_after() {
     seen && index($0, head) == 1 { sub(/.* closed sent=/, ""); sub(/ received=/, " "); print; exit }' "$LOG"
 }
 
+# event_after LINE TEXT: the first log line of LINE's process and descriptor, after LINE
+# and before that descriptor's closed line, that contains TEXT (nothing if none).
+event_after() {
+  local pid fd
+  pid=$(sed -nE 's/^fastsock\[([0-9]+)\].*/\1/p' <<<"$1")
+  fd=$(sed -nE 's/^fastsock\[[0-9]+\] debug: fd=([0-9]+) .*/\1/p' <<<"$1")
+  awk -v line="$1" -v head="fastsock[$pid] debug: fd=$fd " -v text="$2" '
+    $0 == line { seen = 1; next }
+    seen && index($0, head) == 1 && index($0, " closed ") { exit }
+    seen && index($0, head) == 1 && index($0, text) { print; exit }' "$LOG"
+}
+
 # within LIB QPERF SLACK: the library's count is qperf's, or up to SLACK bytes more (what
 # was moved after qperf's timer stopped its count).
 within() { [[ -n "$1" && -n "$2" && $1 -ge $2 && $(($1 - $2)) -le $3 ]]; }
@@ -124,6 +136,13 @@ check_data_conn() {  # check_data_conn LINE CLIENT_SENT CLIENT_RECV SERVER_SENT 
     fail "want one server line for the data connection $line, found: $server_line"
   read -r c_sent c_recv <<<"$(closed_after "$line")"
   read -r s_sent s_recv <<<"$(closed_after "$server_line")"
+  # Neither end left the link: the server's end lives in a child forked after the parent
+  # had used the RDMA device (for the control connection of the test before).
+  local end left
+  for end in "$line" "$server_line"; do
+    left=$(event_after "$end" "falls back to tcp")
+    [[ -z $left ]] || fail "data connection $line: an end left $LINK: $left"
+  done
   within "$c_sent" "$2" "$6" && within "$c_recv" "$3" "$6" && within "$s_sent" "$4" "$6" &&
     within "$s_recv" "$5" "$6" ||
     fail "data connection $line: library counted client sent=${c_sent:-?} received=${c_recv:-?}, server sent=${s_sent:-?} received=${s_recv:-?}; qperf counted $2 $3 $4 $5 (slack $6)"

@@ -283,9 +283,12 @@ rdma_cm_id* Cm::dispatch(rdma_cm_event* event) noexcept {
           if (client->on_route(id, &why) != 0) failure = why;
         }
         break;
+      case RDMA_CM_EVENT_CONNECT_RESPONSE:  // the connector's queue pair is its own
+        if (client) client->on_connect_response(event->param.conn.private_data,
+                                                event->param.conn.private_data_len);
+        break;
       case RDMA_CM_EVENT_ESTABLISHED:
-        if (client) client->on_established(event->param.conn.private_data,
-                                           event->param.conn.private_data_len);
+        if (client) client->on_established();
         break;
       case RDMA_CM_EVENT_ADDR_ERROR: failure = "no RDMA route to the peer's address"; break;
       case RDMA_CM_EVENT_ROUTE_ERROR: failure = "no RDMA route to the peer"; break;
@@ -516,6 +519,23 @@ void Cm::add_acceptor(CmClient* client, const TcpKey& key) noexcept {
   } catch (...) {
     client->on_failed("out of memory");
   }
+}
+
+ibv_context* Cm::own_context(ibv_context* cm_verbs) noexcept {
+  if (!cm_verbs) return nullptr;
+  for (const Context& c : contexts_)
+    if (c.device == cm_verbs->device) return c.context;
+  ReentryGuard guard;
+  ibv_context* context = lib_->ibv_open_device(cm_verbs->device);
+  if (!context) return nullptr;
+  internal_fds::add(context->cmd_fd);
+  internal_fds::add(context->async_fd);
+  try {
+    contexts_.push_back(Context{cm_verbs->device, context});
+  } catch (...) {
+    // Out of memory: this context serves the one connection and stays open unlisted.
+  }
+  return context;
 }
 
 void Cm::forget(CmClient* client, rdma_cm_id* id) noexcept {

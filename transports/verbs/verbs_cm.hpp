@@ -28,12 +28,16 @@ class Conn;
 // in the thread that registered it). Implemented by Conn.
 class CmClient {
  public:
-  // Connector: the route is known; create the queue pair on id->verbs and connect.
+  // Connector: the route is known; create the queue pair on id's device and connect.
   // Acceptor: a connect request for this connection arrived on `id`; accept it.
   // Return 0 or -errno with `why` (the service rejects/destroys then).
   virtual int on_route(rdma_cm_id* id, const char** why) noexcept = 0;
   virtual int on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept = 0;
-  virtual void on_established(const void* private_data, uint8_t len) noexcept = 0;
+  // Connector: the acceptor's answer (its private data); the connection is to be made
+  // ready and established (rdma_establish), or failed.
+  virtual void on_connect_response(const void* private_data, uint8_t len) noexcept = 0;
+  // Acceptor: the connection is up.
+  virtual void on_established() noexcept = 0;
   virtual void on_failed(const char* why) noexcept = 0;  // static string
   virtual void on_disconnected() noexcept = 0;
 
@@ -77,6 +81,13 @@ class Cm {
   void forget(CmClient* client, rdma_cm_id* id) noexcept;
 
   const Lib& lib() const noexcept { return *lib_; }
+
+  // Under lock(): this process's own context of the device `cm_verbs` (an id's context,
+  // which librdmacm may have opened in a parent process) belongs to; nullptr if it cannot
+  // be opened. Why: a forked child cannot use a context its parent opened (the kernel
+  // refuses its write() commands, ibv_post_send among them, with EACCES), so queue pairs
+  // live on contexts the process opened itself, and librdmacm only manages connections.
+  ibv_context* own_context(ibv_context* cm_verbs) noexcept;
 
   // Registered with the core's fork hook (src/process.hpp): the service's lock is held
   // across fork, and the child drops the parent's service to start its own on first use.
@@ -123,6 +134,11 @@ class Cm {
   std::vector<Listener*> closing_;  // under lock_
   std::vector<Parked> parked_;    // under lock_
   std::vector<Waiting> waiting_;  // under lock_
+  struct Context {
+    ibv_device* device;
+    ibv_context* context;  // kept for the life of the process
+  };
+  std::vector<Context> contexts_;  // under lock_
 };
 
 }  // namespace fastsock::verbs

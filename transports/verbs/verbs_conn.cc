@@ -160,7 +160,7 @@ void Conn::destroy_resources() noexcept {
   if (mine) {
     ReentryGuard guard;
     drain_channel();  // a completion queue with unacknowledged events cannot be destroyed
-    if (id && id->qp) lib_.rdma_destroy_qp(id);
+    if (qp_) lib_.ibv_destroy_qp(qp_);
     if (cq_) lib_.ibv_destroy_cq(cq_);
     if (mr_) lib_.ibv_dereg_mr(mr_);
     if (pd_) lib_.ibv_dealloc_pd(pd_);
@@ -170,6 +170,7 @@ void Conn::destroy_resources() noexcept {
     }
     if (id) lib_.rdma_destroy_id(id);
   }
+  qp_ = nullptr;
   cq_ = nullptr;
   mr_ = nullptr;
   pd_ = nullptr;
@@ -209,8 +210,9 @@ int Conn::start_acceptor(const TcpKey& key, const char** why) noexcept {
 
 int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   ReentryGuard guard;
-  if (!id->verbs) {
-    *why = "no RDMA device for this address";
+  ibv_context* context = cm_.own_context(id->verbs);
+  if (!context) {
+    *why = id->verbs ? "cannot open the RDMA device" : "no RDMA device for this address";
     return -ENODEV;
   }
   recv_slots_ = options_.slots + kReserveSlots;
@@ -223,8 +225,8 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
     *why = "out of memory";
     return -ENOMEM;
   }
-  pd_ = lib_.ibv_alloc_pd(id->verbs);
-  channel_ = pd_ ? lib_.ibv_create_comp_channel(id->verbs) : nullptr;
+  pd_ = lib_.ibv_alloc_pd(context);
+  channel_ = pd_ ? lib_.ibv_create_comp_channel(context) : nullptr;
   if (!channel_) {
     *why = "cannot allocate a protection domain or completion channel";
     return -ENOMEM;
@@ -234,7 +236,7 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   (void)real().fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK);
   // Every posted request's completion fits: a full completion queue is a fatal error.
   const int cqe = int(recv_slots_ + options_.slots + 2 * kReserveSlots + 8);
-  cq_ = lib_.ibv_create_cq(id->verbs, cqe, nullptr, channel_, 0);
+  cq_ = lib_.ibv_create_cq(context, cqe, nullptr, channel_, 0);
   mr_ = cq_ ? (lib_.ibv_reg_mr)(pd_, buffers_, bytes, IBV_ACCESS_LOCAL_WRITE) : nullptr;
   if (!mr_) {
     *why = "cannot create the completion queue or register buffers";
@@ -253,9 +255,14 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = kMaxInline;
-  if (lib_.rdma_create_qp(id, pd_, &attr) != 0) {
+  qp_ = lib_.ibv_create_qp(pd_, &attr);
+  if (!qp_) {
     *why = "cannot create the queue pair";
     return -errno;
+  }
+  if (const int rc = move_qp(id, IBV_QPS_INIT); rc != 0) {
+    *why = "cannot initialise the queue pair";
+    return rc;
   }
   for (uint32_t i = 0; i < recv_slots_; ++i)
     if (post_recv(i) != 0) {
@@ -270,6 +277,15 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   }
   (void)ibv_req_notify_cq(cq_, 0);
   return 0;
+}
+
+int Conn::move_qp(rdma_cm_id* id, ibv_qp_state state) noexcept {
+  ibv_qp_attr attr{};
+  int mask = 0;
+  attr.qp_state = state;
+  if (lib_.rdma_init_qp_attr(id, &attr, &mask) != 0) return -errno;
+  const int rc = lib_.ibv_modify_qp(qp_, &attr, mask);
+  return rc > 0 ? -rc : rc;
 }
 
 static rdma_conn_param make_param(const void* data, uint8_t len) {
@@ -302,6 +318,7 @@ int Conn::on_route(rdma_cm_id* id, const char** why) noexcept {
   memcpy(data.server_addr, key_.peer.addr, 16);
   data.nonce = nonce_;
   rdma_conn_param param = make_param(&data, sizeof data);
+  param.qp_num = qp_->qp_num;
   if (lib_.rdma_connect(id, &param) != 0) {
     *why = "rdma_connect failed";
     return -errno;
@@ -321,7 +338,14 @@ int Conn::on_request(rdma_cm_id* id, const ConnectData& data, const char** why) 
   reply.magic = htons(kWireMagic);
   reply.version = kWireVersion;
   reply.nonce = data.nonce;
+  // Ready before the answer, as librdmacm does for queue pairs it manages: the connector
+  // may send as soon as it has it.
+  if (move_qp(id, IBV_QPS_RTR) != 0 || move_qp(id, IBV_QPS_RTS) != 0) {
+    *why = "cannot make the queue pair ready";
+    return -EIO;
+  }
   rdma_conn_param param = make_param(&reply, sizeof reply);
+  param.qp_num = qp_->qp_num;
   if (lib_.rdma_accept(id, &param) != 0) {
     *why = "rdma_accept failed";
     return -errno;
@@ -329,19 +353,34 @@ int Conn::on_request(rdma_cm_id* id, const ConnectData& data, const char** why) 
   return 0;
 }
 
-void Conn::on_established(const void* private_data, uint8_t len) noexcept {
-  if (!acceptor_) {
-    AcceptData reply{};
-    if (!private_data || len < sizeof reply) return on_failed("the RDMA peer sent no reply");
-    memcpy(&reply, private_data, sizeof reply);
-    if (ntohs(reply.magic) != kWireMagic || reply.nonce != nonce_)
-      return on_failed("the RDMA peer answered for another connection");
-  }
+void Conn::on_connect_response(const void* private_data, uint8_t len) noexcept {
+  AcceptData reply{};
+  if (!private_data || len < sizeof reply) return on_failed("the RDMA peer sent no reply");
+  memcpy(&reply, private_data, sizeof reply);
+  if (ntohs(reply.magic) != kWireMagic || reply.nonce != nonce_)
+    return on_failed("the RDMA peer answered for another connection");
   std::lock_guard lock(progress_lock_);
+  if (!id_ || move_qp(id_, IBV_QPS_RTR) != 0 || move_qp(id_, IBV_QPS_RTS) != 0) {
+    fail("cannot make the queue pair ready");
+    return;
+  }
+  if (lib_.rdma_establish(id_) != 0) {
+    fail("rdma_establish failed");
+    return;
+  }
+  established_locked();
+}
+
+void Conn::on_established() noexcept {
+  std::lock_guard lock(progress_lock_);
+  established_locked();
+}
+
+void Conn::established_locked() noexcept {
   State expected = State::connecting;
   if (state_.compare_exchange_strong(expected, State::established, std::memory_order_acq_rel))
     LOG_DEBUG("fd=%d verbs: RDMA connection established", log_fd_);
-  else if (downgrade_unsent_ && !link_error_ && id_ && id_->qp)
+  else if (downgrade_unsent_ && !link_error_ && qp_)
     post_downgrade();  // we moved to TCP while connecting: the peer must not switch
   // Wake a waiter that only watched TCP so far: the link may carry the peer's bytes now.
   if (channel_) (void)ibv_req_notify_cq(cq_, 0);
@@ -358,6 +397,12 @@ void Conn::on_disconnected() noexcept {
   link_error_ = true;
   if (!tx_switched_ && !peer_switch_known_ && state() != State::tcp)
     fail("the RDMA peer disconnected");
+}
+
+// Progress lock held. rc: ibv_post_send's result (an errno value) or -EAGAIN.
+void Conn::post_failed(const char* what, int rc) noexcept {
+  LOG_DEBUG("fd=%d verbs: posting %s failed: %s", log_fd_, what, strerror(std::abs(rc)));
+  fail("cannot post on the queue pair");
 }
 
 // Progress lock held (or the connection not shared yet).
@@ -379,7 +424,7 @@ int Conn::post_recv(uint32_t slot) noexcept {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
-  return ibv_post_recv(id_->qp, &wr, &bad);
+  return ibv_post_recv(qp_, &wr, &bad);
 }
 
 uint32_t Conn::take_credits() noexcept {
@@ -399,7 +444,7 @@ int Conn::post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept 
   wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
   wr.imm_data = htonl(make_imm(type, take_credits()));
   ibv_send_wr* bad = nullptr;
-  const int rc = ibv_post_send(id_->qp, &wr, &bad);
+  const int rc = ibv_post_send(qp_, &wr, &bad);
   if (rc == 0) ++sends_in_flight_;
   return rc;
 }
@@ -416,7 +461,7 @@ int Conn::post_data(uint32_t stage_slot, uint32_t len) noexcept {
   wr.send_flags = IBV_SEND_SIGNALED | (len <= kMaxInline ? IBV_SEND_INLINE : 0);
   wr.imm_data = htonl(make_imm(Msg::data, take_credits()));
   ibv_send_wr* bad = nullptr;
-  const int rc = ibv_post_send(id_->qp, &wr, &bad);
+  const int rc = ibv_post_send(qp_, &wr, &bad);
   if (rc == 0) ++sends_in_flight_;
   return rc;
 }
@@ -426,15 +471,16 @@ uint32_t Conn::credits_available() const noexcept {
 }
 
 void Conn::return_credits_if_due() noexcept {
-  if (unreported_credits_ < options_.slots / 2 || link_error_ || !id_ || !id_->qp || sq_full())
+  if (unreported_credits_ < options_.slots / 2 || link_error_ || !qp_ || sq_full())
     return;  // a full send queue: the credits go with a later message
-  if (post_control(Msg::credit, nullptr, 0) == 0) return;
+  const int rc = post_control(Msg::credit, nullptr, 0);
+  if (rc == 0) return;
   // After the peer's FIN its queue pair may be gone already, and it sends nothing more:
   // the credits do not matter then. Otherwise the link is unusable.
   if (peer_fin_)
     link_error_ = true;
   else
-    fail("cannot post on the queue pair");
+    post_failed("a credit", rc);
 }
 
 bool Conn::stale(int64_t opened_ns, int64_t now) noexcept {
@@ -747,13 +793,13 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
           !sq_full()) {
         uint8_t payload[8];
         put_u64(payload, tcp_sent_);
-        if (post_control(Msg::switch_at, payload, 8) == 0) {
+        if (const int rc = post_control(Msg::switch_at, payload, 8); rc == 0) {
           tx_switched_ = true;
           LOG_DEBUG("fd=%d verbs: sends on the link after %llu bytes on TCP", log_fd_,
                     static_cast<unsigned long long>(tcp_sent_));
+        } else {
+          post_failed("the switch", rc);
         }
-        else
-          fail("cannot post on the queue pair");
       }
       to_tcp = !tx_switched_ || tx_back_on_tcp_;
       if (!to_tcp) {
@@ -763,8 +809,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
           gather(iov, iovcnt, sent, buffers_ + size_t(recv_slots_ + slot) * options_.slot_bytes,
                  len);
           stage_len_[slot] = len;
-          if (post_data(slot, len) != 0) {
-            fail("cannot post on the queue pair");
+          if (const int rc = post_data(slot, len); rc != 0) {
+            post_failed("data", rc);
             return sent ? ssize_t(sent) : -ECONNRESET;
           }
           ++stage_head_;
@@ -893,7 +939,7 @@ void Conn::downgrade(int fd, const char* why) noexcept {
   // Our link stream ends here; the peer resends on TCP what we did not consume. A peer
   // that may still see the connection come up (it accepted, or we asked) hears it too, so
   // it never switches to a link nobody reads.
-  if (state() == State::established && !link_error_ && id_ && id_->qp)
+  if (state() == State::established && !link_error_ && qp_)
     post_downgrade();
   else if (state() == State::connecting)
     // Sent by on_established, if the link comes up: only then is the peer's queue pair
@@ -933,7 +979,7 @@ void Conn::close() noexcept {
   {
     std::lock_guard lock(progress_lock_);
     progress_locked();
-    if (tx_switched_ && !tx_back_on_tcp_ && !fin_sent_ && !link_error_ && id_ && id_->qp) {
+    if (tx_switched_ && !tx_back_on_tcp_ && !fin_sent_ && !link_error_ && qp_) {
       if (post_control(Msg::fin, nullptr, 0) == 0) fin_sent_ = true;
     }
   }

@@ -79,14 +79,20 @@ class Conn final : public CmClient {
   // CmClient (service thread, under Cm::lock()).
   int on_route(rdma_cm_id* id, const char** why) noexcept override;
   int on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept override;
-  void on_established(const void* private_data, uint8_t len) noexcept override;
+  void on_connect_response(const void* private_data, uint8_t len) noexcept override;
+  void on_established() noexcept override;
   void on_failed(const char* why) noexcept override;
   void on_disconnected() noexcept override;
 
  private:
   enum class WaitFor : uint8_t { data, space };
-  // Creates the queue pair and its resources on id's device. 0 or -errno with `why`.
+  // Creates the queue pair and its resources on this process's context of id's device,
+  // ready to receive (INIT, receives posted). 0 or -errno with `why`.
   int create_qp(rdma_cm_id* id, const char** why) noexcept;
+  // Moves the queue pair to `state` with the attributes the connection manager gives.
+  int move_qp(rdma_cm_id* id, ibv_qp_state state) noexcept;
+  // Both ends: the link is up (under the progress lock).
+  void established_locked() noexcept;
   void destroy_resources() noexcept;
   // Takes completions off the queue (progress lock held).
   void progress_locked() noexcept;
@@ -103,6 +109,7 @@ class Conn final : public CmClient {
   bool sq_full() const noexcept { return sends_in_flight_ >= max_send_wr_; }
   bool can_post_data() const noexcept { return credits_available() > 0 && !sq_full(); }
   void fail(const char* why) noexcept;  // the link is unusable
+  void post_failed(const char* what, int rc) noexcept;  // logs why, then fail()
   bool ready_for(WaitFor what) noexcept;
   bool rx_on_tcp() const noexcept;
   int wait(int fd, WaitFor what, bool has_deadline, int64_t deadline_ns);
@@ -126,6 +133,7 @@ class Conn final : public CmClient {
   int log_fd_ = -1;
 
   rdma_cm_id* id_ = nullptr;
+  ibv_qp* qp_ = nullptr;  // ours, not librdmacm's (see Cm::own_context)
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;

@@ -18,6 +18,7 @@ struct Lib {
 #define FASTSOCK_VERBS_FUNCTIONS(X)          \
   X(ibv_get_device_list)                     \
   X(ibv_free_device_list)                    \
+  X(ibv_open_device)                         \
   X(ibv_fork_init)                           \
   X(ibv_is_fork_initialized)                 \
   X(ibv_alloc_pd)                            \
@@ -29,7 +30,10 @@ struct Lib {
   X(ibv_create_cq)                           \
   X(ibv_destroy_cq)                          \
   X(ibv_get_cq_event)                        \
-  X(ibv_ack_cq_events)
+  X(ibv_ack_cq_events)                       \
+  X(ibv_create_qp)                           \
+  X(ibv_modify_qp)                           \
+  X(ibv_destroy_qp)
 #define FASTSOCK_RDMACM_FUNCTIONS(X)         \
   X(rdma_create_event_channel)               \
   X(rdma_destroy_event_channel)              \
@@ -45,8 +49,8 @@ struct Lib {
   X(rdma_disconnect)                         \
   X(rdma_get_cm_event)                       \
   X(rdma_ack_cm_event)                       \
-  X(rdma_create_qp)                          \
-  X(rdma_destroy_qp)                         \
+  X(rdma_init_qp_attr)                       \
+  X(rdma_establish)                          \
   X(rdma_event_str)
 #define FASTSOCK_VERBS_MEMBER(name) decltype(&::name) name;
   FASTSOCK_VERBS_FUNCTIONS(FASTSOCK_VERBS_MEMBER)
