@@ -283,9 +283,12 @@ int Conn::move_qp(rdma_cm_id* id, ibv_qp_state state) noexcept {
   ibv_qp_attr attr{};
   int mask = 0;
   attr.qp_state = state;
-  if (lib_.rdma_init_qp_attr(id, &attr, &mask) != 0) return -errno;
-  const int rc = lib_.ibv_modify_qp(qp_, &attr, mask);
-  return rc > 0 ? -rc : rc;
+  int rc = lib_.rdma_init_qp_attr(id, &attr, &mask) != 0 ? -errno : 0;
+  if (rc == 0) rc = -std::abs(lib_.ibv_modify_qp(qp_, &attr, mask));
+  if (rc != 0)
+    LOG_DEBUG("fd=%d verbs: moving the queue pair to state %d failed: %s", log_fd_, int(state),
+              strerror(-rc));
+  return rc;
 }
 
 static rdma_conn_param make_param(const void* data, uint8_t len) {
