@@ -1,11 +1,9 @@
 #include "shm_conn.hpp"
 
-#include <fcntl.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include "cancel_point.hpp"
 #include "endpoint.hpp"
 #include "internal_fds.hpp"
+#include "link_io.hpp"
 #include "log.hpp"
 #include "real.hpp"
 #include "shm_process.hpp"
@@ -34,17 +33,12 @@ constexpr int64_t kHandoffPatienceNs = 2'000'000;
 // direction moves to TCP (see send()).
 constexpr int64_t kStalledRingNs = 250'000'000;
 
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-size_t iov_total(const iovec* iov, int iovcnt) {
-  size_t total = 0;
-  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
-  return total;
-}
+using link_io::iov_total;
+using link_io::kernel_recv;
+using link_io::kernel_send;
+using link_io::nonblocking;
+using link_io::now_ns;
+using link_io::socket_deadline;
 
 // Small on purpose: these run on the application's stack, whose threads may have little.
 // A call with more elements moves the bytes of the first kIovChunk (after what it already
@@ -66,39 +60,6 @@ int iov_window(const iovec* iov, int iovcnt, size_t skip, size_t max, iovec* out
     skip = 0;
   }
   return n;
-}
-
-// The socket's O_NONBLOCK, asked of the kernel only when a call would block.
-bool nonblocking(int fd, int flags) {
-  if (flags & MSG_DONTWAIT) return true;
-  const int fl = real().fcntl(fd, F_GETFL);
-  return fl >= 0 && (fl & O_NONBLOCK);
-}
-
-// SO_RCVTIMEO / SO_SNDTIMEO as an absolute deadline; false when there is none.
-bool socket_deadline(int fd, int option, int64_t& deadline) {
-  timeval tv{};
-  socklen_t len = sizeof tv;
-  if (real().getsockopt(fd, SOL_SOCKET, option, &tv, &len) != 0) return false;
-  if (tv.tv_sec == 0 && tv.tv_usec == 0) return false;
-  deadline = now_ns() + int64_t(tv.tv_sec) * 1'000'000'000 + int64_t(tv.tv_usec) * 1000;
-  return true;
-}
-
-ssize_t kernel_recv(int fd, const iovec* iov, int iovcnt, int flags) {
-  msghdr m{};
-  m.msg_iov = const_cast<iovec*>(iov);
-  m.msg_iovlen = size_t(iovcnt);
-  const ssize_t n = real().recvmsg(fd, &m, flags);
-  return n < 0 ? -errno : n;
-}
-
-ssize_t kernel_send(int fd, const iovec* iov, int iovcnt, int flags) {
-  msghdr m{};
-  m.msg_iov = const_cast<iovec*>(iov);
-  m.msg_iovlen = size_t(iovcnt);
-  const ssize_t n = real().sendmsg(fd, &m, flags);
-  return n < 0 ? -errno : n;
 }
 
 }  // namespace

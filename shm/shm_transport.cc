@@ -17,7 +17,7 @@
 #include "shm_rendezvous.hpp"
 #include "shm_sys.hpp"
 #include "socket.hpp"
-#include "transport.hpp"
+#include "transport_conn.hpp"
 
 namespace fastsock {
 
@@ -48,8 +48,6 @@ shm::ConnOptions conn_options() {
   return shm::ConnOptions{shm::Limits{}, kHandoffThreshold, config().spin_us};
 }
 
-shm::Conn& conn(Socket& s) { return *static_cast<shm::Conn*>(s.link_state); }
-
 // A listening socket's record. Threads of one process may accept on it at once, and a
 // Listener is not thread-safe: match() runs under the lock.
 struct ListenRecord {
@@ -64,7 +62,8 @@ bool is_wildcard_v6(const stats::Endpoint& ep) {
   return true;
 }
 
-class ShmTransport final : public Transport {
+// The data calls (send, recv, poll_now, ...) forward to shm::Conn: src/transport_conn.hpp.
+class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
  public:
   TransportId id() const noexcept override { return TransportId::shm; }
 
@@ -163,28 +162,6 @@ class ShmTransport final : public Transport {
     return rc;
   }
 
-  bool kernel_carries_data() const noexcept override { return false; }
-
-  ssize_t send(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) override {
-    const ssize_t rc = conn(s).send(fd, iov, iovcnt, flags);
-    note_fallback(s);
-    return rc;
-  }
-  ssize_t recv(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) override {
-    const ssize_t rc = conn(s).recv(fd, iov, iovcnt, flags);
-    note_fallback(s);
-    return rc;
-  }
-  long bytes_readable(Socket& s, int fd) noexcept override { return conn(s).bytes_readable(fd); }
-  short poll_now(Socket& s, int fd, short events) noexcept override {
-    const short rev = conn(s).poll_now(fd, events);
-    note_fallback(s);
-    return rev;
-  }
-  int wait_fds(Socket& s, int fd, short events, pollfd* out) noexcept override {
-    return conn(s).wait_fds(fd, events, out);
-  }
-  void disarm(Socket& s) noexcept override { conn(s).after_wait(); }
   bool peer_shares_cpu(Socket& s) noexcept override { return conn(s).peer_on_my_cpu(); }
   int typed(Socket& s, bool begin, bool sending, int type, uint64_t bytes) noexcept override {
     if (!s.link_state || type <= 0 || type > 255) return 0;
@@ -197,18 +174,14 @@ class ShmTransport final : public Transport {
     const auto* lg = static_cast<const linger*>(value);
     conn(s).set_abortive_close(lg->l_onoff && lg->l_linger == 0);
   }
-  void downgrade(Socket& s, int fd, const char* why) noexcept override {
-    if (!s.link_state) return;
-    conn(s).downgrade(fd, why);
-    note_fallback(s);
-  }
-  int shutdown(Socket& s, int fd, int how) noexcept override { return conn(s).shutdown(fd, how); }
   void detach(Socket& s) noexcept override {
     if (s.link_state) conn(s).close();
     release(s);
   }
 
  private:
+  friend ConnTransport;
+
   static void release(Socket& s) noexcept {
     delete static_cast<shm::Conn*>(s.link_state);
     s.link_state = nullptr;

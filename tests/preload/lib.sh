@@ -12,7 +12,10 @@
 
 set -u -o pipefail
 
-TEST_NAME=""
+# note, skip, fail, require_cmd and TEST_NAME (set by init_test).
+# shellcheck source=../script_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../script_lib.sh"
+
 WORK=""
 LOG=""                 # the FASTSOCK_LOG_FILE of this test's runs under the library
 # The link a connection takes when both its ends run under the library on this host.
@@ -20,20 +23,12 @@ LINK=${FASTSOCK_TEST_LINK:-shm}
 declare -a BG_PIDS=()  # background `timeout` wrappers started by start_bg
 declare -A BG_NAMES=()
 
-note() { printf '%s: %s\n' "$TEST_NAME" "$*"; }
-
-skip() {
-  printf '%s: SKIP: %s\n' "$TEST_NAME" "$*"
-  exit 77
-}
-
-fail() {
-  printf '%s: FAIL: %s\n' "$TEST_NAME" "$*"
+# After fail's message (script_lib.sh): the last lines of this test's library log.
+fail_details() {
   if [[ -n "$LOG" && -s "$LOG" ]]; then
     printf -- '--- last lines of %s ---\n' "$LOG"
     tail -n 30 "$LOG"
   fi
-  exit 1
 }
 
 # Kills whatever start_bg started and is still running, then removes the work directory
@@ -75,13 +70,6 @@ init_test() {
   : >"$LOG"
   trap cleanup EXIT
   trap 'exit 130' INT TERM
-}
-
-require_cmd() {
-  local c
-  for c in "$@"; do
-    command -v "$c" >/dev/null 2>&1 || skip "'$c' is not installed"
-  done
 }
 
 # require_preload_prefix_ok CMD...: in a sanitizer build the ASan runtime is preloaded into

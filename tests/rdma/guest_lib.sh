@@ -3,25 +3,17 @@
 # 77 skipped, anything else failed.
 set -u -o pipefail
 
-RDMA_TEST=""
-note() { printf '%s: %s\n' "$RDMA_TEST" "$*"; }
-skip() { printf '%s: SKIP: %s\n' "$RDMA_TEST" "$*"; exit 77; }
-fail() { printf '%s: FAIL: %s\n' "$RDMA_TEST" "$*"; exit 1; }
+# note, skip, fail, require_cmd and TEST_NAME (set by rdma_test).
+# shellcheck source=../script_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../script_lib.sh"
 
 # rdma_test NAME [guest]: names the test; with "guest", refuses to run outside the VM.
 rdma_test() {
-  RDMA_TEST=$1
+  TEST_NAME=$1
   if [[ ${2:-} == guest ]]; then
     [[ -n ${SOFTROCE_ADDR:-} && -n ${SOFTROCE_DEV:-} ]] ||
       fail "SOFTROCE_ADDR/SOFTROCE_DEV are not set: run this through tests/rdma/run_in_vm.sh"
   fi
-}
-
-require_cmd() {
-  local c
-  for c in "$@"; do
-    command -v "$c" >/dev/null 2>&1 || skip "'$c' is not installed"
-  done
 }
 
 # transport_field NAME FIELD: prints a field of one transport from `fastsock info --json`

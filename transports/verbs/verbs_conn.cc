@@ -17,6 +17,7 @@
 #include "cancel_point.hpp"
 #include "guard.hpp"
 #include "internal_fds.hpp"
+#include "link_io.hpp"
 #include "log.hpp"
 #include "real.hpp"
 
@@ -38,32 +39,12 @@ constexpr int64_t kConnectingNs = 5'000'000'000;
 
 constexpr uint64_t kWrRecv = 0, kWrData = 1ull << 32, kWrControl = 2ull << 32;
 
-int64_t now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-bool nonblocking(int fd, int flags) noexcept {
-  if (flags & MSG_DONTWAIT) return true;
-  const int fl = real().fcntl(fd, F_GETFL);
-  return fl >= 0 && (fl & O_NONBLOCK);
-}
-
-bool socket_deadline(int fd, int option, int64_t& deadline) noexcept {
-  timeval tv{};
-  socklen_t len = sizeof tv;
-  if (real().getsockopt(fd, SOL_SOCKET, option, &tv, &len) != 0) return false;
-  if (tv.tv_sec == 0 && tv.tv_usec == 0) return false;
-  deadline = now_ns() + int64_t(tv.tv_sec) * 1'000'000'000 + int64_t(tv.tv_usec) * 1000;
-  return true;
-}
-
-size_t iov_total(const iovec* iov, int n) noexcept {
-  size_t t = 0;
-  for (int i = 0; i < n; ++i) t += iov[i].iov_len;
-  return t;
-}
+using link_io::iov_total;
+using link_io::kernel_recv;
+using link_io::kernel_send;
+using link_io::nonblocking;
+using link_io::now_ns;
+using link_io::socket_deadline;
 
 // Copies `len` bytes starting `skip` bytes into the iovec array into `out` (gather).
 void gather(const iovec* iov, int n, size_t skip, uint8_t* out, size_t len) noexcept {
@@ -118,14 +99,6 @@ int clip(const iovec* iov, int n, size_t max, iovec* out, int out_max) noexcept 
     max -= take;
   }
   return k;
-}
-
-ssize_t kernel_io(bool sending, int fd, const iovec* iov, int iovcnt, int flags) noexcept {
-  msghdr m{};
-  m.msg_iov = const_cast<iovec*>(iov);
-  m.msg_iovlen = size_t(iovcnt);
-  const ssize_t n = sending ? real().sendmsg(fd, &m, flags) : real().recvmsg(fd, &m, flags);
-  return n < 0 ? -errno : n;
 }
 
 uint64_t random_nonce() noexcept {
@@ -700,7 +673,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
     if (on_tcp) {
       iovec part[64];
       const int pn = clip(rest, rest_n, tcp_limit, part, 64);
-      const ssize_t n = kernel_io(false, fd, part, pn, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+      const ssize_t n = kernel_recv(fd, part, pn, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
       if (n > 0) {
         if (!peek) {
           std::lock_guard lock(progress_lock_);
@@ -828,7 +801,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       const int rest_n = remainder(iov, iovcnt, sent, rest, 64);
       // Non-blocking while the link may come up: a send must not stay asleep on TCP once
       // the peer stopped reading it. A blocking caller sleeps in wait() below instead.
-      const ssize_t n = kernel_io(true, fd, rest, rest_n, flags | MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t n = kernel_send(fd, rest, rest_n, flags | MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         std::lock_guard lock(progress_lock_);
         if (!tx_switched_) tcp_sent_ += uint64_t(n);

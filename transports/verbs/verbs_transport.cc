@@ -15,7 +15,7 @@
 #include "log.hpp"
 #include "real.hpp"
 #include "socket.hpp"
-#include "transport.hpp"
+#include "transport_conn.hpp"
 #include "verbs_cm.hpp"
 #include "verbs_conn.hpp"
 
@@ -30,15 +30,14 @@ constexpr int kVerbs = int(TransportId::verbs);
 constexpr uint32_t kSlots = 16;
 constexpr uint32_t kSlotBytes = 16 * 1024;
 
-verbs::Conn& conn(Socket& s) { return *static_cast<verbs::Conn*>(s.link_state); }
-
 int64_t coarse_now_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-class VerbsTransport final : public Transport {
+// The data calls (send, recv, poll_now, ...) forward to verbs::Conn: src/transport_conn.hpp.
+class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
  public:
   TransportId id() const noexcept override { return TransportId::verbs; }
 
@@ -107,36 +106,8 @@ class VerbsTransport final : public Transport {
     return 0;
   }
 
-  bool kernel_carries_data() const noexcept override { return false; }
-
-  ssize_t send(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) override {
-    const ssize_t rc = conn(s).send(fd, iov, iovcnt, flags);
-    note_fallback(s);
-    return rc;
-  }
-  ssize_t recv(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) override {
-    const ssize_t rc = conn(s).recv(fd, iov, iovcnt, flags);
-    note_fallback(s);
-    return rc;
-  }
-  long bytes_readable(Socket& s, int fd) noexcept override { return conn(s).bytes_readable(fd); }
-  short poll_now(Socket& s, int fd, short events) noexcept override {
-    const short rev = conn(s).poll_now(fd, events);
-    note_fallback(s);
-    return rev;
-  }
-  int wait_fds(Socket& s, int fd, short events, pollfd* out) noexcept override {
-    return conn(s).wait_fds(fd, events, out);
-  }
-  void disarm(Socket& s) noexcept override { conn(s).after_wait(); }
   bool peer_shares_cpu(Socket&) noexcept override { return false; }
   void option_set(Socket&, int, int, const void*, socklen_t) noexcept override {}
-  void downgrade(Socket& s, int fd, const char* why) noexcept override {
-    if (!s.link_state) return;
-    conn(s).downgrade(fd, why);
-    note_fallback(s);
-  }
-  int shutdown(Socket& s, int fd, int how) noexcept override { return conn(s).shutdown(fd, how); }
   void detach(Socket& s) noexcept override {
     auto* c = static_cast<verbs::Conn*>(s.link_state);
     if (!c) return;
@@ -146,6 +117,8 @@ class VerbsTransport final : public Transport {
   }
 
  private:
+  friend ConnTransport;
+
   // A connection that stays on TCP after attaching (the RDMA connection failed, was
   // refused, never came, or an end downgraded) says so in its stats slot, with the reason;
   // once nothing is left on the link, its data calls go straight to the kernel again.

@@ -1,0 +1,44 @@
+// What a link that carries a TCP socket's data itself (shm::Conn, verbs::Conn) asks of the
+// kernel socket under it: the blocking mode and timeouts the application set on it, which
+// the kernel keeps, and the kernel's own I/O for the bytes that still travel over TCP.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fastsock::link_io {
+
+// CLOCK_MONOTONIC in nanoseconds. Inline, with iov_total: both run in the data path (now_ns
+// in every spin-wait iteration).
+inline int64_t now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The bytes an iovec array covers.
+inline size_t iov_total(const iovec* iov, int iovcnt) noexcept {
+  size_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
+  return total;
+}
+
+// Whether a call on socket `fd` must not block: MSG_DONTWAIT in `flags`, or the socket's
+// O_NONBLOCK (asked of the kernel, so call it only when the call would block).
+bool nonblocking(int fd, int flags) noexcept;
+
+// The socket's SO_RCVTIMEO or SO_SNDTIMEO (`option`) as an absolute now_ns() deadline in
+// `deadline`; false when there is none.
+bool socket_deadline(int fd, int option, int64_t& deadline) noexcept;
+
+// recvmsg / sendmsg of `iov` on the kernel socket, through the real libc entry points.
+// Bytes moved or -errno. Not noexcept: both are cancellation points, and pthread_cancel
+// unwinds through them (src/ops.hpp).
+ssize_t kernel_recv(int fd, const iovec* iov, int iovcnt, int flags);
+ssize_t kernel_send(int fd, const iovec* iov, int iovcnt, int flags);
+
+}  // namespace fastsock::link_io
