@@ -1,5 +1,6 @@
 #include "local_pair.hpp"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -39,21 +40,34 @@ Address local_address(const Options& opt) {
   return a;
 }
 
+// The receiver listens in its own process, after the fork: accelerators that shadow a
+// listening socket with one of their own (fastsock's verbs link, rsocket) own that shadow in
+// the process that listened, so a connection accepted by a forked child of the listener's
+// process would never leave TCP, and the comparison would measure TCP under every name.
 bool start_local_pair(const Address& addr, const Options& opt, LocalPair& out) {
-  int port = 0;
-  int lfd = listen_on(addr, &port);
-  if (lfd < 0) return false;
-  Address peer = addr;
-  peer.port = port;
+  int port_pipe[2];
+  if (pipe2(port_pipe, O_CLOEXEC) != 0) {
+    std::perror("fastsock-pipe: pipe");
+    return false;
+  }
   std::fflush(nullptr);
   pid_t child = fork();
   if (child < 0) {
     std::perror("fastsock-pipe: fork");
-    close(lfd);
+    close(port_pipe[0]);
+    close(port_pipe[1]);
     return false;
   }
   if (child == 0) {
+    close(port_pipe[0]);
     if (opt.pin && !pin_to(opt.cpu_rx, "receiver")) _exit(1);
+    int port = 0;  // stays 0 for a Unix socket
+    int lfd = listen_on(addr, &port);
+    if (lfd < 0) port = -1;
+    // Where to connect, once the listener is there (-1: it failed).
+    const bool told = write(port_pipe[1], &port, sizeof port) == sizeof port;
+    close(port_pipe[1]);
+    if (lfd < 0 || !told) _exit(1);
     int fd = accept_one(lfd);
     close(lfd);
     if (fd < 0) _exit(1);
@@ -61,9 +75,17 @@ bool start_local_pair(const Address& addr, const Options& opt, LocalPair& out) {
     close(fd);
     _exit(rc);
   }
-  close(lfd);
+  close(port_pipe[1]);
   out.receiver = child;
-  if (!opt.pin || pin_to(opt.cpu_tx, "transmitter")) out.fd = connect_to(peer);
+  int port = -1;
+  ssize_t got;
+  while ((got = read(port_pipe[0], &port, sizeof port)) < 0 && errno == EINTR) {
+  }
+  close(port_pipe[0]);
+  Address peer = addr;
+  peer.port = port;
+  if (got == sizeof port && port >= 0 && (!opt.pin || pin_to(opt.cpu_tx, "transmitter")))
+    out.fd = connect_to(peer);
   if (out.fd < 0) {
     kill(child, SIGTERM);  // it would wait in accept() forever
     reap_receiver(out);

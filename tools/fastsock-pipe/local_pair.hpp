@@ -22,8 +22,8 @@ struct LocalPair {
   pid_t receiver = -1;  // the forked receiver
 };
 
-// Listens on `addr`, forks a receiver (pinned to opt.cpu_rx with --cpus) that serves one
-// connection, pins this process to opt.cpu_tx and connects. False after printing why; the
+// Forks a receiver (pinned to opt.cpu_rx with --cpus) that listens on `addr` and serves one
+// connection, pins this process to opt.cpu_tx and connects to it. False after printing why; the
 // receiver, if started, has then been stopped and reaped.
 bool start_local_pair(const Address& addr, const Options& opt, LocalPair& out);
 

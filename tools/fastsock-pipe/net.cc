@@ -1,6 +1,7 @@
 #include "net.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -21,6 +22,16 @@ namespace {
 void set_nodelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// A TCP socket with close-on-exec set afterwards, not by SOCK_CLOEXEC in its type: rsocket's
+// preload library only takes sockets whose type is exactly SOCK_STREAM, and would leave one
+// created with flags on kernel TCP unnoticed. Close-on-exec is best effort (a preload
+// library may not support F_SETFD); it only keeps --compare's workers from inheriting it.
+int tcp_socket(int family) {
+  int fd = socket(family, SOCK_STREAM, 0);
+  if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return fd;
 }
 
 // NPtcp -b: fixed buffers instead of the kernel's autotuning, whose growth differs from run
@@ -69,7 +80,7 @@ int listen_unix(const std::string& path) {
 
 int listen_inet(const Address& a, int* bound_port) {
   const bool v6 = a.family == Family::inet6;
-  int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = tcp_socket(v6 ? AF_INET6 : AF_INET);
   if (fd < 0) {
     std::perror("fastsock-pipe: socket");
     return -1;
@@ -148,7 +159,7 @@ int connect_inet(const Address& a) {
   }
   int fd = -1, err = 0;
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    fd = tcp_socket(ai->ai_family);
     if (fd < 0) {
       err = errno;
       continue;
