@@ -462,6 +462,10 @@ void Cm::unlisten(void* handle) noexcept {
   delete listener;
 }
 
+bool Cm::listens_here(const void* handle) noexcept {
+  return handle && static_cast<const Listener*>(handle)->owner == getpid();
+}
+
 int Cm::connect(CmClient* client, const stats::Endpoint& dst, rdma_cm_id** id_out,
                 const char** why) noexcept {
   ReentryGuard guard;

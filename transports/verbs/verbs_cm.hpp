@@ -67,6 +67,9 @@ class Cm {
   void* listen(const stats::Endpoint& local, const char** why) noexcept;
   // Static: a listener inherited over fork is only forgotten, and needs no service.
   static void unlisten(void* handle) noexcept;
+  // The listener was opened by this process, not inherited over fork: only then do the
+  // connect requests for its accepted connections reach this process.
+  static bool listens_here(const void* handle) noexcept;
 
   // Connector: starts resolving `dst` (a loopback destination is reached through this
   // host's RDMA address); the client hears the outcome. 0 or -errno with `why`.

@@ -66,6 +66,12 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
       snprintf(why, why_len, "the listener has no RDMA listener");
       return -ENOENT;
     }
+    // A pre-forking server: the child accepts on the parent's socket, but the RDMA
+    // listener, and every connect request that arrives on it, is the parent's.
+    if (side == Side::server && !verbs::Cm::listens_here(listener->listen_state[kVerbs])) {
+      snprintf(why, why_len, "the listening socket was inherited over fork: its RDMA listener is the parent's");
+      return -ENOENT;
+    }
     if (!fd_budget::room_for_link(s.slot->fd)) {
       snprintf(why, why_len, "descriptors: half of RLIMIT_NOFILE in use, kept for the application");
       return -EMFILE;

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# prefork.sh (runs in the Soft-RoCE VM): a pre-forking server under the library with the
+# verbs link — the parent listens, a forked child accepts and echoes — and a client that
+# sends 1 MiB and reads it back. The RDMA listener, and every connect request arriving on it,
+# belongs to the parent, so the child's connection cannot go over verbs: it must stay on TCP
+# at once with that reason (not wait out the connect time limit under a wrong one), the
+# client's end must never switch, and every byte must come back intact.
+source "$(dirname "$0")/guest_lib.sh"
+rdma_test rdma_prefork guest
+require_cmd python3
+[[ -f ${FASTSOCK_LIB:-} ]] || fail "FASTSOCK_LIB=${FASTSOCK_LIB:-} is not the library"
+
+work=$(mktemp -d /tmp/fastsock-rdma-prefork.XXXXXX)
+log=$work/fastsock.log
+export FASTSOCK_TRANSPORTS=verbs,tcp FASTSOCK_LOG=debug FASTSOCK_LOG_FILE=$log
+
+cat >"$work/server.py" <<'EOF'
+import os, socket, sys
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind((sys.argv[1], 0))
+ls.listen(4)
+print(ls.getsockname()[1], flush=True)
+pid = os.fork()
+if pid == 0:
+    c, _ = ls.accept()
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        c.sendall(b)
+    c.close()
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+EOF
+cat >"$work/client.py" <<'EOF'
+import hashlib, os, socket, sys, threading
+data = os.urandom(1 << 20)
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+def send():
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+t = threading.Thread(target=send)
+t.start()
+got = bytearray()
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+t.join()
+print(len(got), hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest())
+EOF
+
+LD_PRELOAD=$FASTSOCK_LIB timeout 60 python3 "$work/server.py" "$SOFTROCE_ADDR" >"$work/server.out" 2>&1 &
+server=$!
+for _ in $(seq 50); do [[ -s $work/server.out ]] && break; sleep 0.1; done
+port=$(head -1 "$work/server.out")
+[[ $port =~ ^[0-9]+$ ]] || fail "the server printed no port: $(cat "$work/server.out")"
+start=$SECONDS
+out=$(LD_PRELOAD=$FASTSOCK_LIB timeout 60 python3 "$work/client.py" "$SOFTROCE_ADDR" "$port" 2>&1) ||
+  fail "the client failed: $out"
+[[ $out == "1048576 True" ]] || fail "the client got back: $out (want 1048576 bytes, intact)"
+wait "$server" || fail "the server failed: $(cat "$work/server.out")"
+note "1 MiB echoed intact through the forked child in $((SECONDS - start)) s"
+
+server_line=$(grep -E 'debug: fd=[0-9]+ server .* on ' "$log") || fail "no server line in the log: $(cat "$log")"
+[[ $server_line == *" on tcp ("*"the listening socket was inherited over fork"* ]] ||
+  fail "want the child's connection on tcp because its listener was inherited: $server_line"
+note "server: ${server_line#*debug: }"
+# The client's end learns nothing from the parent (which parks the request until its own
+# limit), so it may still be connecting when it closes: it must never have switched, and
+# its byte counts are the echo's.
+grep -qE 'debug: fd=[0-9]+ client .* on (verbs|tcp)' "$log" || fail "no client line in the log"
+! grep -q 'verbs: sends on the link' "$log" || fail "an end switched to a link its peer never had"
+[[ $(grep -c 'closed sent=1048576 received=1048576' "$log") -eq 2 ]] ||
+  fail "want both ends closed with 1 MiB each way: $(grep closed "$log")"
+note "client: never switched; both ends closed with 1 MiB each way"
+note "PASS"
