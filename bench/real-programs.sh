@@ -208,9 +208,10 @@ cat <<'EOF'
 
 ratio = under fastsock / kernel TCP (medians over the rounds; for latency lower is better, for
 bandwidth higher is better). "transport" is read from fastsock's debug log of the runs.
-In this build every connection stays on kernel TCP: the faster transports (shm, verbs,
-vendor) arrive with later issues. So the honest expectation is a ratio of about 1.0, and this
-table measures what the pass-through layer costs real programs, not an acceleration.
+Both ends of every connection run on this host under the default chain, so the library
+carries them over shm (the "transport" column shows what each run used); a run whose
+connections stayed on kernel TCP would measure the pass-through layer's cost instead, a
+ratio of about 1.0 (bench/overhead.sh measures that cost on purpose).
 EOF
 if ((quick)); then
   echo "Quick mode: one short round, a check of the plumbing; its ratios are not measurements."
