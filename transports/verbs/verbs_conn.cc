@@ -17,6 +17,7 @@
 #include "cancel_point.hpp"
 #include "guard.hpp"
 #include "internal_fds.hpp"
+#include "iov_cursor.hpp"
 #include "link_io.hpp"
 #include "log.hpp"
 #include "real.hpp"
@@ -46,59 +47,12 @@ using link_io::nonblocking;
 using link_io::now_ns;
 using link_io::socket_deadline;
 
-// Copies `len` bytes starting `skip` bytes into the iovec array into `out` (gather).
-void gather(const iovec* iov, int n, size_t skip, uint8_t* out, size_t len) noexcept {
-  for (int i = 0; i < n && len; ++i) {
-    if (skip >= iov[i].iov_len) {
-      skip -= iov[i].iov_len;
-      continue;
-    }
-    const size_t take = std::min(iov[i].iov_len - skip, len);
-    memcpy(out, static_cast<const uint8_t*>(iov[i].iov_base) + skip, take);
-    out += take;
-    len -= take;
-    skip = 0;
-  }
-}
-
-// Scatters `len` bytes into the iovec array starting `skip` bytes in.
-void scatter(const iovec* iov, int n, size_t skip, const uint8_t* in, size_t len) noexcept {
-  for (int i = 0; i < n && len; ++i) {
-    if (skip >= iov[i].iov_len) {
-      skip -= iov[i].iov_len;
-      continue;
-    }
-    const size_t take = std::min(iov[i].iov_len - skip, len);
-    memcpy(static_cast<uint8_t*>(iov[i].iov_base) + skip, in, take);
-    in += take;
-    len -= take;
-    skip = 0;
-  }
-}
-
-// The part of `iov` after its first `skip` bytes.
-int remainder(const iovec* iov, int n, size_t skip, iovec* out, int out_max) noexcept {
-  int k = 0;
-  for (int i = 0; i < n && k < out_max; ++i) {
-    if (skip >= iov[i].iov_len) {
-      skip -= iov[i].iov_len;
-      continue;
-    }
-    out[k++] = iovec{static_cast<char*>(iov[i].iov_base) + skip, iov[i].iov_len - skip};
-    skip = 0;
-  }
-  return k;
-}
-
-// The part of `iov` of at most `max` bytes (TCP bytes before the peer's switch offset).
-int clip(const iovec* iov, int n, size_t max, iovec* out, int out_max) noexcept {
-  int k = 0;
-  for (int i = 0; i < n && max && k < out_max; ++i) {
-    const size_t take = std::min(iov[i].iov_len, max);
-    out[k++] = iovec{iov[i].iov_base, take};
-    max -= take;
-  }
-  return k;
+// The part of `iov` after its first `skip` bytes, at most `max` bytes of it.
+int part_of(const iovec* iov, int n, size_t skip, size_t max, iovec* out, int out_max) noexcept {
+  IovCursor cursor(iov, n);
+  cursor.advance(skip);
+  size_t covered;
+  return cursor.slice(max, out, out_max, &covered);
 }
 
 uint64_t random_nonce() noexcept {
@@ -447,10 +401,9 @@ uint32_t Conn::credits_available() const noexcept {
 }
 
 void Conn::return_credits_if_due() noexcept {
-  if (unreported_credits_ < options_.slots / 2 || link_error_ || !qp_ || sq_full())
-    return;  // a full send queue: the credits go with a later message
+  if (unreported_credits_ < options_.slots / 2 || link_error_ || !qp_) return;
   const int rc = post_control(Msg::credit, nullptr, 0);
-  if (rc == 0) return;
+  if (rc == 0 || rc == -EAGAIN) return;  // a full send queue: the credits go with a later message
   // After the peer's FIN its queue pair may be gone already, and it sends nothing more:
   // the credits do not matter then. Otherwise the link is unusable.
   if (peer_fin_)
@@ -612,12 +565,13 @@ int Conn::wait(int fd, WaitFor what, bool has_deadline, int64_t deadline) {
 ssize_t Conn::recv_link(const iovec* iov, int iovcnt, bool peek) noexcept {
   const size_t want = iov_total(iov, iovcnt);
   size_t got = 0;
+  IovCursor out(iov, iovcnt);
   uint32_t head = rx_head_, offset = rx_offset_;
   while (got < want && head != rx_tail_) {
     const uint32_t slot = rx_fifo_[head % recv_slots_];
     const uint32_t len = rx_len_[slot];
     const size_t take = std::min<size_t>(len - offset, want - got);
-    scatter(iov, iovcnt, got, buffers_ + size_t(slot) * options_.slot_bytes + offset, take);
+    out.scatter(buffers_ + size_t(slot) * options_.slot_bytes + offset, take);
     got += take;
     offset += uint32_t(take);
     if (offset == len) {
@@ -649,7 +603,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   int64_t deadline = 0;
   for (;;) {
     iovec rest[64];  // the part of the caller's buffers still to fill
-    const int rest_n = remainder(iov, iovcnt, got, rest, 64);
+    const int rest_n = part_of(iov, iovcnt, got, SIZE_MAX, rest, 64);
     bool on_tcp;
     size_t tcp_limit = SIZE_MAX;
     {
@@ -672,7 +626,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
     }
     if (on_tcp) {
       iovec part[64];
-      const int pn = clip(rest, rest_n, tcp_limit, part, 64);
+      const int pn = part_of(rest, rest_n, 0, tcp_limit, part, 64);
       const ssize_t n = kernel_recv(fd, part, pn, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
       if (n > 0) {
         if (!peek) {
@@ -779,11 +733,12 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       }
       to_tcp = !tx_switched_ || tx_back_on_tcp_;
       if (!to_tcp) {
+        IovCursor in(iov, iovcnt);
+        in.advance(sent);
         while (sent < total && can_post_data()) {
           const uint32_t slot = uint32_t(stage_head_ % options_.slots);
           const uint32_t len = uint32_t(std::min<size_t>(total - sent, options_.slot_bytes));
-          gather(iov, iovcnt, sent, buffers_ + size_t(recv_slots_ + slot) * options_.slot_bytes,
-                 len);
+          in.gather(buffers_ + size_t(recv_slots_ + slot) * options_.slot_bytes, len);
           stage_len_[slot] = len;
           if (const int rc = post_data(slot, len); rc != 0) {
             post_failed("data", rc);
@@ -798,7 +753,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
     }
     if (to_tcp) {
       iovec rest[64];
-      const int rest_n = remainder(iov, iovcnt, sent, rest, 64);
+      const int rest_n = part_of(iov, iovcnt, sent, SIZE_MAX, rest, 64);
       // Non-blocking while the link may come up: a send must not stay asleep on TCP once
       // the peer stopped reading it. A blocking caller sleeps in wait() below instead.
       const ssize_t n = kernel_send(fd, rest, rest_n, flags | MSG_NOSIGNAL | MSG_DONTWAIT);
