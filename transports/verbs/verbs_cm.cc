@@ -34,6 +34,9 @@ constexpr int kResolveMs = 2000;
 // A connect request whose TCP connection was never accepted (the application never called
 // accept(), or the connector lied) is rejected after this long.
 constexpr int64_t kParkedNs = 10'000'000'000;
+// How long after a device's removal the service keeps rescanning for librdmacm's sake
+// (let_librdmacm_close_removed): the kernel's removal waits for it.
+constexpr int64_t kRemovalRescanNs = 10'000'000'000;
 
 int64_t now_ns() noexcept {
   timespec ts;
@@ -156,15 +159,19 @@ Cm* Cm::start(const char** why) noexcept {
     return nullptr;
   }
   const int bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // not an interposed call
-  Cm* cm = bell >= 0 ? new (std::nothrow) Cm(l, channel, bell) : nullptr;
+  const int always_ready = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+  Cm* cm = bell >= 0 && always_ready >= 0 ? new (std::nothrow) Cm(l, channel, bell, always_ready)
+                                          : nullptr;
   if (!cm) {
-    *why = bell >= 0 ? "out of memory" : "no descriptor for the service's bell";
+    *why = bell >= 0 && always_ready >= 0 ? "out of memory" : "no descriptor for the service's bell";
     if (bell >= 0) real().close(bell);
+    if (always_ready >= 0) real().close(always_ready);
     l->rdma_destroy_event_channel(channel);
     return nullptr;
   }
   internal_fds::add(channel->fd);
   internal_fds::add(bell);
+  internal_fds::add(always_ready);
   pthread_t thread;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -185,6 +192,7 @@ Cm* Cm::start(const char** why) noexcept {
     *why = "cannot start the connection-manager thread";
     internal_fds::remove(channel->fd);
     internal_fds::close(bell);
+    internal_fds::close(always_ready);
     l->rdma_destroy_event_channel(channel);
     delete cm;
     return nullptr;
@@ -233,7 +241,7 @@ void Cm::run() noexcept {
       timed = !parked_.empty() || !closing_.empty();
     }
     pollfd p[2] = {{channel_->fd, POLLIN, 0}, {bell_, POLLIN, 0}};
-    const int n = real().poll(p, 2, timed ? 1000 : -1);
+    const int n = real().poll(p, 2, removal_until_ns_ ? 100 : timed ? 1000 : -1);
     if (n < 0 && errno != EINTR) return;
     if (n > 0 && p[1].revents) {
       uint64_t rings;
@@ -243,17 +251,22 @@ void Cm::run() noexcept {
       // Taken and acknowledged under the lock, so that fork (which holds it) never
       // splits an event between parent and child.
       rdma_cm_id* destroy_after_ack = nullptr;
+      bool removal = false;
       {
         std::lock_guard lock(lock_);
         rdma_cm_event* event = nullptr;
         if (lib_->rdma_get_cm_event(channel_, &event) != 0) break;  // EAGAIN: all taken
+        removal = event->event == RDMA_CM_EVENT_DEVICE_REMOVAL;
         destroy_after_ack = dispatch(event);
         lib_->rdma_ack_cm_event(event);
       }
       if (destroy_after_ack) lib_->rdma_destroy_id(destroy_after_ack);
+      if (removal) removal_until_ns_ = now_ns() + kRemovalRescanNs;
     }
     expire_parked();
     reap_listeners();
+    if (removal_until_ns_ && (!let_librdmacm_close_removed() || now_ns() > removal_until_ns_))
+      removal_until_ns_ = 0;
   }
 }
 
@@ -297,7 +310,7 @@ rdma_cm_id* Cm::dispatch(rdma_cm_event* event) noexcept {
       case RDMA_CM_EVENT_REJECTED:
         failure = "the peer has no fastsock RDMA listener (rejected)";
         break;
-      case RDMA_CM_EVENT_DEVICE_REMOVAL: failure = "the RDMA device was removed"; break;
+      case RDMA_CM_EVENT_DEVICE_REMOVAL: destroy_after_ack = device_removal(id); break;
       case RDMA_CM_EVENT_DISCONNECTED:
         if (client) client->on_disconnected();
         for (size_t i = 0; i < parked_.size(); ++i) {
@@ -312,6 +325,51 @@ rdma_cm_id* Cm::dispatch(rdma_cm_event* event) noexcept {
     if (failure && client) client->on_failed(failure);
   }
   return destroy_after_ack;
+}
+
+rdma_cm_id* Cm::device_removal(rdma_cm_id* id) noexcept {
+  if (id->verbs)
+    snprintf(removed_device_, sizeof removed_device_, "%s", id->verbs->device->name);
+  if (id->verbs) {
+    for (size_t i = 0; i < contexts_.size(); ++i) {
+      if (contexts_[i].device != id->verbs->device) continue;
+      contexts_[i].removed = true;
+      if (contexts_[i].users == 0) close_context(i);
+      break;
+    }
+  }
+  if (auto* client = static_cast<CmClient*>(id->context)) return client->on_device_removal();
+  for (Listener* l : listeners_) {
+    if (l->id != id) continue;
+    LOG_DEBUG("verbs: the RDMA device under the listener on port %u was removed: new "
+              "connections to it stay on TCP", unsigned(l->local.port));
+    l->id = nullptr;
+    return id;
+  }
+  for (size_t i = 0; i < parked_.size(); ++i) {
+    if (parked_[i].id != id) continue;
+    parked_.erase(parked_.begin() + long(i));
+    return id;
+  }
+  return nullptr;
+}
+
+bool Cm::let_librdmacm_close_removed() noexcept {
+  ReentryGuard guard;
+  ibv_context** list = lib_->rdma_get_devices(nullptr);
+  bool present = false;
+  for (int i = 0; list && list[i]; ++i)
+    present |= strcmp(list[i]->device->name, removed_device_) == 0;
+  if (list) lib_->rdma_free_devices(list);
+  return present;
+}
+
+void Cm::forget_listener(Listener* l) noexcept {
+  for (size_t i = 0; i < listeners_.size(); ++i) {
+    if (listeners_[i] != l) continue;
+    listeners_.erase(listeners_.begin() + long(i));
+    return;
+  }
 }
 
 void Cm::on_connect_request(rdma_cm_id* id, const void* raw, uint8_t len) noexcept {
@@ -390,6 +448,7 @@ void Cm::reap_listeners() noexcept {
         continue;
       }
       closing_.erase(closing_.begin() + long(i));
+      forget_listener(l);
       try {
         done.push_back(l);
       } catch (...) {
@@ -398,7 +457,7 @@ void Cm::reap_listeners() noexcept {
     }
   }
   for (Listener* l : done) {
-    lib_->rdma_destroy_id(l->id);
+    if (l->id) lib_->rdma_destroy_id(l->id);
     delete l;
   }
 }
@@ -432,6 +491,15 @@ void* Cm::listen(const stats::Endpoint& local, const char** why) noexcept {
     lib_->rdma_destroy_id(id);
     return nullptr;
   }
+  std::lock_guard lock(lock_);
+  try {
+    listeners_.push_back(listener);
+  } catch (...) {
+    *why = "out of memory";
+    delete listener;
+    lib_->rdma_destroy_id(id);
+    return nullptr;
+  }
   return listener;
 }
 
@@ -457,8 +525,14 @@ void Cm::unlisten(void* handle) noexcept {
       }
     }
   }
+  rdma_cm_id* id;
+  {
+    std::lock_guard lock(cm.lock_);
+    cm.forget_listener(listener);
+    id = listener->id;  // null once its device was removed
+  }
   ReentryGuard guard;
-  cm.lib_->rdma_destroy_id(listener->id);
+  if (id) cm.lib_->rdma_destroy_id(id);
   delete listener;
 }
 
@@ -527,19 +601,41 @@ void Cm::add_acceptor(CmClient* client, const TcpKey& key) noexcept {
 
 ibv_context* Cm::own_context(ibv_context* cm_verbs) noexcept {
   if (!cm_verbs) return nullptr;
-  for (const Context& c : contexts_)
-    if (c.device == cm_verbs->device) return c.context;
+  for (Context& c : contexts_) {
+    if (c.device != cm_verbs->device) continue;
+    if (c.removed) return nullptr;
+    ++c.users;
+    return c.context;
+  }
   ReentryGuard guard;
   ibv_context* context = lib_->ibv_open_device(cm_verbs->device);
   if (!context) return nullptr;
+  try {
+    contexts_.push_back(Context{cm_verbs->device, context, 1, false});
+  } catch (...) {
+    (void)lib_->ibv_close_device(context);
+    return nullptr;
+  }
   internal_fds::add(context->cmd_fd);
   internal_fds::add(context->async_fd);
-  try {
-    contexts_.push_back(Context{cm_verbs->device, context});
-  } catch (...) {
-    // Out of memory: this context serves the one connection and stays open unlisted.
-  }
   return context;
+}
+
+void Cm::release_context(ibv_context* context) noexcept {
+  for (size_t i = 0; i < contexts_.size(); ++i) {
+    if (contexts_[i].context != context) continue;
+    if (--contexts_[i].users == 0 && contexts_[i].removed) close_context(i);
+    return;
+  }
+}
+
+void Cm::close_context(size_t index) noexcept {
+  ibv_context* context = contexts_[index].context;
+  contexts_.erase(contexts_.begin() + long(index));
+  ReentryGuard guard;
+  internal_fds::remove(context->cmd_fd);
+  internal_fds::remove(context->async_fd);
+  (void)lib_->ibv_close_device(context);
 }
 
 void Cm::forget(CmClient* client, rdma_cm_id* id) noexcept {

@@ -40,6 +40,10 @@ class CmClient {
   virtual void on_established() noexcept = 0;
   virtual void on_failed(const char* why) noexcept = 0;  // static string
   virtual void on_disconnected() noexcept = 0;
+  // The device under the connection is going away: the connection moves to TCP and frees
+  // everything it holds on the device. Returns its id, for the service to destroy once the
+  // event is acknowledged (the client forgets it).
+  virtual rdma_cm_id* on_device_removal() noexcept = 0;
 
  protected:
   ~CmClient() = default;
@@ -85,12 +89,21 @@ class Cm {
 
   const Lib& lib() const noexcept { return *lib_; }
 
+  // A descriptor that is always readable (an eventfd never read). A connection whose link
+  // fails adds it to its wake-up set, so that a thread asleep on the link (whose
+  // completion channel may be gone with the device) wakes and moves to TCP.
+  int always_ready_fd() const noexcept { return always_ready_; }
+
   // Under lock(): this process's own context of the device `cm_verbs` (an id's context,
   // which librdmacm may have opened in a parent process) belongs to; nullptr if it cannot
   // be opened. Why: a forked child cannot use a context its parent opened (the kernel
   // refuses its write() commands, ibv_post_send among them, with EACCES), so queue pairs
   // live on contexts the process opened itself, and librdmacm only manages connections.
+  // Each successful call is paired with release_context(); a context whose device was
+  // removed closes when its last user releases it (the kernel completes the removal only
+  // once every process closed its contexts of the device).
   ibv_context* own_context(ibv_context* cm_verbs) noexcept;
+  void release_context(ibv_context* context) noexcept;
 
   // Registered with the core's fork hook (src/process.hpp): the service's lock is held
   // across fork, and the child drops the parent's service to start its own on first use.
@@ -99,14 +112,28 @@ class Cm {
   static void fork_child() noexcept;
 
  private:
-  Cm(const Lib* lib, rdma_event_channel* channel, int bell)
-      : lib_(lib), channel_(channel), bell_(bell) {}
+  Cm(const Lib* lib, rdma_event_channel* channel, int bell, int always_ready)
+      : lib_(lib), channel_(channel), bell_(bell), always_ready_(always_ready) {}
   static Cm* start(const char** why) noexcept;  // a new service, its thread running
   void run() noexcept;
   // Under lock_: handles one event; returns an id to destroy once the event is acknowledged.
   rdma_cm_id* dispatch(rdma_cm_event* event) noexcept;
   void on_connect_request(rdma_cm_id* id, const void* data, uint8_t len) noexcept;
   void expire_parked() noexcept;
+  // Under lock_: an RDMA device is going away; `id` is one of ours on it. Returns an id
+  // to destroy once the event is acknowledged.
+  rdma_cm_id* device_removal(rdma_cm_id* id) noexcept;
+  // After the ids on a removed device are destroyed: librdmacm closes its own context of
+  // the device only when it rescans the device list (rdma_get_devices), finds the device
+  // gone and no id left on it. The device leaves the list a moment after its
+  // connection-manager events (when the kernel's verbs layer starts waiting for every
+  // process to close it), so the service rescans every 100 ms until it is gone. True
+  // while still there. Limits (librdmacm 44): a rescan that finds no device at all does
+  // nothing, so when the last device goes librdmacm keeps its context, and the kernel's
+  // removal waits for the process to exit (docs/verbs.md, Failure); a rescan opens every
+  // other device, which librdmacm then keeps open.
+  bool let_librdmacm_close_removed() noexcept;
+
 
   struct Parked {  // a connect request whose TCP connection is not accepted yet
     TcpKey key;
@@ -126,6 +153,7 @@ class Cm {
     TcpKey key;
     CmClient* client;
   };
+  void forget_listener(Listener* l) noexcept;  // under lock_
   // Under lock_: an accepted connection still waits for a request on `l`'s port.
   bool awaited(const Listener& l) const noexcept;
   void reap_listeners() noexcept;
@@ -133,14 +161,21 @@ class Cm {
   const Lib* lib_;
   rdma_event_channel* channel_;
   int bell_;  // eventfd: wakes the service (a closed listener to time)
+  int always_ready_;
   std::mutex lock_;
+  std::vector<Listener*> listeners_;  // under lock_: every live one, closing ones too
   std::vector<Listener*> closing_;  // under lock_
   std::vector<Parked> parked_;    // under lock_
+  char removed_device_[64] = {};  // service thread: a removed device librdmacm may still hold
+  int64_t removal_until_ns_ = 0;  // service thread: rescans end then at the latest
   std::vector<Waiting> waiting_;  // under lock_
   struct Context {
     ibv_device* device;
-    ibv_context* context;  // kept for the life of the process
+    ibv_context* context;  // kept while the device is there
+    int users;             // connections with resources on it
+    bool removed;          // the device is going away: closed at the last release
   };
+  void close_context(size_t index) noexcept;
   std::vector<Context> contexts_;  // under lock_
 };
 

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,7 +39,10 @@ constexpr int64_t kCloseWaitNs = 1'000'000'000;
 // connects; its acceptor must stop paying for the link).
 constexpr int64_t kConnectingNs = 5'000'000'000;
 
-constexpr uint64_t kWrRecv = 0, kWrData = 1ull << 32, kWrControl = 2ull << 32;
+// Work request ids: the kind in the high half, the slot in the low half. The switch message
+// has its own kind: its completion tells that the peer's queue has it (see start_resync).
+constexpr uint64_t kWrRecv = 0, kWrData = 1ull << 32, kWrControl = 2ull << 32,
+                   kWrSwitch = 3ull << 32;
 
 using link_io::iov_total;
 using link_io::kernel_recv;
@@ -83,25 +87,18 @@ void Conn::destroy_resources() noexcept {
     cm_.forget(this, id_);
     id = id_;
     id_ = nullptr;
+    if (mine) free_device_resources();
   }
-  if (mine) {
+  if (mine && id) {
     ReentryGuard guard;
-    drain_channel();  // a completion queue with unacknowledged events cannot be destroyed
-    if (qp_) lib_.ibv_destroy_qp(qp_);
-    if (cq_) lib_.ibv_destroy_cq(cq_);
-    if (mr_) lib_.ibv_dereg_mr(mr_);
-    if (pd_) lib_.ibv_dealloc_pd(pd_);
-    if (channel_) {
-      internal_fds::remove(channel_->fd);
-      lib_.ibv_destroy_comp_channel(channel_);
-    }
-    if (id) lib_.rdma_destroy_id(id);
+    lib_.rdma_destroy_id(id);
   }
   qp_ = nullptr;
   cq_ = nullptr;
   mr_ = nullptr;
   pd_ = nullptr;
   channel_ = nullptr;
+  context_ = nullptr;
   free(buffers_);
   buffers_ = nullptr;
   if (wake_fd_ >= 0) internal_fds::close(wake_fd_);
@@ -135,6 +132,38 @@ int Conn::start_acceptor(const TcpKey& key, const char** why) noexcept {
   return 0;
 }
 
+void Conn::free_device_resources() noexcept {
+  ReentryGuard guard;
+  drain_channel();  // a completion queue with unacknowledged events cannot be destroyed
+  if (qp_) lib_.ibv_destroy_qp(qp_);
+  if (cq_) lib_.ibv_destroy_cq(cq_);
+  if (mr_) lib_.ibv_dereg_mr(mr_);
+  if (pd_) lib_.ibv_dealloc_pd(pd_);
+  if (channel_) {
+    internal_fds::remove(channel_->fd);  // leaves wake_fd_'s set as it closes
+    lib_.ibv_destroy_comp_channel(channel_);
+  }
+  qp_ = nullptr;
+  cq_ = nullptr;
+  mr_ = nullptr;
+  pd_ = nullptr;
+  channel_ = nullptr;
+  if (context_) cm_.release_context(context_);
+  context_ = nullptr;
+}
+
+rdma_cm_id* Conn::on_device_removal() noexcept {
+  std::lock_guard lock(progress_lock_);
+  progress_locked();  // what the link delivered before it went is kept
+  fail("the RDMA device was removed");
+  link_error_ = true;
+  if (getpid() != owner_pid_) return nullptr;
+  free_device_resources();
+  rdma_cm_id* id = id_;
+  id_ = nullptr;
+  return id;
+}
+
 int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   ReentryGuard guard;
   ibv_context* context = cm_.own_context(id->verbs);
@@ -142,6 +171,7 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
     *why = id->verbs ? "cannot open the RDMA device" : "no RDMA device for this address";
     return -ENODEV;
   }
+  context_ = context;
   recv_slots_ = options_.slots + kReserveSlots;
   const size_t bytes = size_t(recv_slots_ + options_.slots) * options_.slot_bytes;
   if (posix_memalign(reinterpret_cast<void**>(&buffers_), 4096, bytes) != 0) buffers_ = nullptr;
@@ -323,10 +353,10 @@ void Conn::on_failed(const char* why) noexcept {
 
 void Conn::on_disconnected() noexcept {
   std::lock_guard lock(progress_lock_);
-  // The peer's last messages were delivered before its disconnect; the queue pair is gone.
-  link_error_ = true;
-  if (!tx_switched_ && !peer_switch_known_ && state() != State::tcp)
-    fail("the RDMA peer disconnected");
+  // The peer's last messages (its FIN after a close) were delivered before its disconnect:
+  // take them first. Whatever of our stream it did not acknowledge goes on TCP.
+  progress_locked();
+  fail("the RDMA peer disconnected");
 }
 
 // Progress lock held. rc: ibv_post_send's result (an errno value) or -EAGAIN.
@@ -338,15 +368,56 @@ void Conn::post_failed(const char* what, int rc) noexcept {
 // Progress lock held (or the connection not shared yet).
 void Conn::fail(const char* why) noexcept {
   link_error_ = true;
+  wake_waiters();
   const State s = state();
   if (s == State::tcp || s == State::broken) return;
+  if (tx_switched_ && !tx_back_on_tcp_) {
+    // Our stream is on the link. The peer reads a resync frame on TCP after our switch
+    // offset only if it knows that offset: without the switch message's completion we
+    // cannot tell, and raw bytes or a frame could both be wrong.
+    if (!switch_confirmed_) return break_connection(why);
+    start_resync();
+  }
+  // The peer's stream, if on the link, goes on on TCP after its resync frame (or ends).
   fallback_reason_ = why;
-  // Bytes may be stranded on the link only once a direction has switched.
-  state_.store(tx_switched_ || peer_switch_known_ ? State::broken : State::tcp,
-               std::memory_order_release);
+  state_.store(State::tcp, std::memory_order_release);
+  if (s == State::established && id_ && getpid() == owner_pid_) {
+    // Tells a peer that did not notice (its queue pair may look healthy): it resyncs too.
+    ReentryGuard guard;
+    (void)lib_.rdma_disconnect(id_);
+  }
+}
+
+void Conn::break_connection(const char* why) noexcept {
+  link_error_ = true;
+  wake_waiters();
+  if (state() == State::broken) return;
+  fallback_reason_ = why;
+  state_.store(State::broken, std::memory_order_release);
+  LOG_DEBUG("fd=%d verbs: the connection is reset: %s", log_fd_, why);
+}
+
+void Conn::start_resync() noexcept {
+  if (qp_) {  // nothing more leaves on the link, whatever state it is in
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    (void)lib_.ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+  }
+  ResyncFrame frame{};
+  memcpy(frame.magic, kResyncMagic, sizeof frame.magic);
+  frame.version = kWireVersion;
+  put_u64(frame.resend_from, acked_bytes_);
+  memcpy(resync_frame_, &frame, sizeof frame);
+  resync_frame_left_ = sizeof frame;
+  resend_from_ = acked_bytes_;
+  resend_due_ = acked_bytes_ < link_sent_;
+  tx_back_on_tcp_ = true;
+  LOG_DEBUG("fd=%d verbs: the link failed: our stream resumes on TCP, %llu link bytes resent",
+            log_fd_, static_cast<unsigned long long>(link_sent_ - acked_bytes_));
 }
 
 int Conn::post_recv(uint32_t slot) noexcept {
+  if (!qp_) return ENODEV;  // the device was removed
   ibv_sge sge{reinterpret_cast<uintptr_t>(buffers_) + uint64_t(slot) * options_.slot_bytes,
               options_.slot_bytes, mr_->lkey};
   ibv_recv_wr wr{};
@@ -364,10 +435,11 @@ uint32_t Conn::take_credits() noexcept {
 }
 
 int Conn::post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept {
+  if (!qp_) return ENODEV;  // the device was removed
   if (sq_full()) return -EAGAIN;
   ibv_sge sge{reinterpret_cast<uintptr_t>(payload), len, 0};
   ibv_send_wr wr{};
-  wr.wr_id = kWrControl;
+  wr.wr_id = type == Msg::switch_at ? kWrSwitch : kWrControl;
   wr.sg_list = len ? &sge : nullptr;
   wr.num_sge = len ? 1 : 0;
   wr.opcode = IBV_WR_SEND_WITH_IMM;
@@ -380,6 +452,7 @@ int Conn::post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept 
 }
 
 int Conn::post_data(uint32_t stage_slot, uint32_t len) noexcept {
+  if (!qp_) return ENODEV;  // the device was removed
   if (sq_full()) return -EAGAIN;
   uint8_t* src = buffers_ + size_t(recv_slots_ + stage_slot) * options_.slot_bytes;
   ibv_sge sge{reinterpret_cast<uintptr_t>(src), len, mr_->lkey};
@@ -421,13 +494,15 @@ bool Conn::stale(int64_t opened_ns, int64_t now) noexcept {
 
 void Conn::on_recv(uint32_t slot, uint32_t imm, uint32_t len) noexcept {
   const uint32_t credits = imm_credits(imm);
-  // Credits return data messages in the order they were sent.
-  for (uint32_t i = 0; i < credits && stage_acked_ < stage_head_; ++i)
+  // Credits return data messages in the order they were sent. Once our stream went back to
+  // TCP, what it resends from is fixed: later credits change nothing.
+  for (uint32_t i = 0; i < credits && stage_acked_ < stage_head_ && !tx_back_on_tcp_; ++i)
     acked_bytes_ += stage_len_[stage_acked_++ % options_.slots];
   const uint8_t* payload = buffers_ + size_t(slot) * options_.slot_bytes;
   switch (imm_type(imm)) {
     case Msg::data:
-      if (len == 0 || rx_back_on_tcp_) break;  // after our downgrade: the peer resends
+      // After our downgrade or the peer's resync, TCP carries these bytes.
+      if (len == 0 || rx_back_on_tcp_ || peer_resynced_) break;
       rx_fifo_[rx_tail_ % recv_slots_] = slot;
       rx_len_[slot] = len;
       ++rx_tail_;
@@ -484,6 +559,7 @@ void Conn::progress_locked() noexcept {
         on_recv(slot, ntohl(wc[i].imm_data), wc[i].byte_len);
       } else {
         --sends_in_flight_;
+        if ((wc[i].wr_id >> 32) == (kWrSwitch >> 32)) switch_confirmed_ = true;
       }
     }
   }
@@ -508,44 +584,61 @@ bool Conn::rx_on_tcp() const noexcept {
   if (rx_back_on_tcp_) return true;
   if (!peer_switch_known_) return true;
   if (tcp_received_ < peer_switch_at_) return true;
-  // The peer left the link: after its last link bytes, TCP again.
-  return peer_left_ && rx_head_ == rx_tail_;
+  // The peer left the link (or its link failed): after its last link bytes, TCP again.
+  return (peer_left_ || peer_resynced_) && rx_head_ == rx_tail_;
 }
 
-bool Conn::ready_for(WaitFor what) noexcept {
+bool Conn::ready_for(WaitFor what, bool tcp_tx, bool failed) noexcept {
   std::lock_guard lock(progress_lock_);
   progress_locked();
-  if (link_error_ || state() == State::broken) return true;
+  if (state() == State::broken || link_error_ != failed) return true;
   if (what == WaitFor::data) {
     if (rx_on_tcp()) return false;  // the TCP socket is watched for that
     return rx_head_ != rx_tail_ || peer_fin_ || peer_left_;
   }
-  return can_post_data() || tx_back_on_tcp_;
+  const bool on_tcp = !tx_switched_ || tx_back_on_tcp_;
+  return on_tcp != tcp_tx || (!on_tcp && can_post_data());
+}
+
+void Conn::wake_waiters() noexcept {
+  if (wake_fd_ < 0) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  (void)real().epoll_ctl(wake_fd_, EPOLL_CTL_ADD, cm_.always_ready_fd(), &ev);  // or EEXIST
 }
 
 FASTSOCK_CANCELLATION_POINT
 int Conn::wait(int fd, WaitFor what, bool has_deadline, int64_t deadline) {
-  if (state() == State::established) {
+  bool tcp_tx, failed;  // what the caller saw; a change is news for it
+  {
+    std::lock_guard lock(progress_lock_);
+    tcp_tx = !tx_switched_ || tx_back_on_tcp_;
+    failed = link_error_;
+  }
+  if (state() == State::established && !failed) {
     const int64_t spin_end = now_ns() + int64_t(options_.spin_us) * 1000;
     while (now_ns() < spin_end) {
-      if (ready_for(what)) return 0;
+      if (ready_for(what, tcp_tx, failed)) return 0;
       __builtin_ia32_pause();
     }
   }
-  if (cq_) {
+  {
     std::lock_guard lock(progress_lock_);
-    (void)ibv_req_notify_cq(cq_, 0);
+    if (cq_) (void)ibv_req_notify_cq(cq_, 0);
   }
-  if (ready_for(what)) return 0;
+  if (ready_for(what, tcp_tx, failed)) return 0;
   pollfd p[2];
   nfds_t n = 0;
-  p[n++] = pollfd{wake_fd_, POLLIN, 0};
+  // A failed link wakes nobody any more; its wake-up set is then always readable.
+  if (!failed) p[n++] = pollfd{wake_fd_, POLLIN, 0};
   short tcp = POLLRDHUP;
-  if (what == WaitFor::data) {
+  {
     std::lock_guard lock(progress_lock_);
-    if (rx_on_tcp()) tcp |= POLLIN;
-  } else if (!tx_switched_ || tx_back_on_tcp_) {
-    tcp |= POLLOUT;
+    // Data: after the peer's switch offset TCP brings a resync frame or the end, so it is
+    // watched whichever carries the stream now.
+    if (what == WaitFor::data) tcp |= POLLIN;
+    if ((what == WaitFor::space && (!tx_switched_ || tx_back_on_tcp_)) || resend_due_)
+      tcp |= POLLOUT;
   }
   p[n++] = pollfd{fd, tcp, 0};
   int timeout_ms = -1;
@@ -556,7 +649,10 @@ int Conn::wait(int fd, WaitFor what, bool has_deadline, int64_t deadline) {
   }
   const int rc = real().poll(p, n, timeout_ms);
   const int err = errno;
-  drain_channel();
+  {
+    std::lock_guard lock(progress_lock_);  // the device's removal may free the channel
+    drain_channel();
+  }
   if (rc < 0) return -err;
   if (rc == 0 && has_deadline && now_ns() >= deadline) return -EAGAIN;
   return 0;
@@ -602,6 +698,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   bool deadline_known = false, has_deadline = false;
   int64_t deadline = 0;
   for (;;) {
+    serve_resync_nowait(fd);  // a sender blocked here must not hold back its resend
     iovec rest[64];  // the part of the caller's buffers still to fill
     const int rest_n = part_of(iov, iovcnt, got, SIZE_MAX, rest, 64);
     bool on_tcp;
@@ -609,10 +706,10 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
     {
       std::lock_guard lock(progress_lock_);
       progress_locked();
-      if (state() == State::broken && !rx_on_tcp() && rx_head_ == rx_tail_)
+      if (state() == State::broken && !rx_on_tcp() && rx_head_ == rx_tail_ && !peer_fin_)
         return got ? ssize_t(got) : -ECONNRESET;
       on_tcp = rx_on_tcp();
-      if (on_tcp && peer_switch_known_ && !peer_left_ && !rx_back_on_tcp_)
+      if (on_tcp && peer_switch_known_ && !peer_left_ && !rx_back_on_tcp_ && !peer_resynced_)
         tcp_limit = peer_switch_at_ - tcp_received_;
       if (!on_tcp) {
         const ssize_t n = recv_link(rest, rest_n, peek);
@@ -624,7 +721,13 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
         if (peer_fin_ && rx_head_ == rx_tail_) return ssize_t(got);  // end of stream
       }
     }
-    if (on_tcp) {
+    if (on_tcp && tcp_skip_ > 0) {
+      const int k = skip_resent(fd);
+      if (k == 1) continue;
+      // The stream cannot end inside bytes the peer resends.
+      if (k == 0) return got ? ssize_t(got) : -ECONNRESET;
+      if (k != -EAGAIN) return got ? ssize_t(got) : k;
+    } else if (on_tcp) {
       iovec part[64];
       const int pn = part_of(rest, rest_n, 0, tcp_limit, part, 64);
       const ssize_t n = kernel_recv(fd, part, pn, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
@@ -647,15 +750,22 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       }
       if (n != -EAGAIN) return got ? ssize_t(got) : n;
     } else {
-      // Nothing on the link yet: a peer that died leaves its TCP socket closed.
+      // Nothing on the link. TCP after the peer's switch offset carries nothing but a
+      // resync frame (its link failed) or the end of its connection (it died).
       char c;
       const ssize_t t = real().recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (t == 0 || (t < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-        std::lock_guard lock(progress_lock_);
-        progress_locked();
-        if (rx_head_ == rx_tail_ && !peer_left_)
-          return got ? ssize_t(got) : (t == 0 ? 0 : -errno);
-        continue;
+      const int err = errno;
+      std::lock_guard lock(progress_lock_);
+      progress_locked();
+      if (rx_head_ != rx_tail_ || peer_fin_) continue;  // the link had more after all
+      if (t > 0) {
+        const int r = take_resync_frame(fd);
+        if (r == 0) continue;
+        if (r != -EAGAIN) return got ? ssize_t(got) : r;
+      } else if (t == 0 || (err != EAGAIN && err != EWOULDBLOCK)) {
+        // Bytes the peer sent on the link may be lost: not a clean end of stream.
+        if (got) return ssize_t(got);
+        return t < 0 ? -err : link_error_ ? -ECONNRESET : 0;
       }
     }
     if (got && !waitall) return ssize_t(got);
@@ -669,7 +779,76 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   }
 }
 
-int Conn::serve_resend(int fd, bool nb) noexcept {
+int Conn::take_resync_frame(int fd) noexcept {
+  while (frame_in_got_ < sizeof frame_in_) {
+    const ssize_t n = real().recv(fd, frame_in_ + frame_in_got_, sizeof frame_in_ - frame_in_got_,
+                                  MSG_DONTWAIT);
+    if (n == 0) {
+      break_connection("the RDMA peer's connection ended inside its resync frame");
+      return -ECONNRESET;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    }
+    frame_in_got_ = uint8_t(frame_in_got_ + n);
+  }
+  ResyncFrame frame;
+  memcpy(&frame, frame_in_, sizeof frame);
+  const uint64_t from = get_u64(frame.resend_from);
+  // The peer resends from what our credits acknowledged: never more than we received.
+  if (memcmp(frame.magic, kResyncMagic, sizeof frame.magic) != 0 ||
+      frame.version != kWireVersion || from > link_received_) {
+    break_connection("the RDMA peer wrote something other than a resync frame on TCP");
+    return -ECONNRESET;
+  }
+  peer_resynced_ = true;  // the link's deliveries end here (progress was just taken)
+  tcp_skip_ = link_received_ - from;
+  LOG_DEBUG("fd=%d verbs: the peer's link failed: its stream resumes on TCP (%llu resent "
+            "bytes already received)", log_fd_, static_cast<unsigned long long>(tcp_skip_));
+  fail("the RDMA link failed (the peer moved to TCP)");
+  return 0;
+}
+
+int Conn::skip_resent(int fd) noexcept {
+  while (tcp_skip_ > 0) {
+    char scratch[4096];
+    const ssize_t n =
+        real().recv(fd, scratch, size_t(std::min<uint64_t>(tcp_skip_, sizeof scratch)), MSG_DONTWAIT);
+    if (n == 0) return 0;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    }
+    tcp_skip_ -= uint64_t(n);
+  }
+  return 1;
+}
+
+void Conn::serve_resync_nowait(int fd) noexcept {
+  {
+    std::lock_guard lock(progress_lock_);
+    if (!resend_due_) return;
+  }
+  std::unique_lock tx(tx_lock_, std::try_to_lock);  // a sending thread serves it otherwise
+  if (!tx) return;
+  std::lock_guard lock(progress_lock_);
+  (void)serve_resend(fd, true, false);
+}
+
+int Conn::serve_resend(int fd, bool nb, bool sending) noexcept {
+  // After a link failure the frame goes first; with nothing to resend it waits for the
+  // next bytes the application sends (a peer that closed meanwhile never sees it).
+  while (resync_frame_left_ > 0) {
+    if (!sending && !resend_due_) return 0;
+    const ssize_t n = real().send(fd, resync_frame_ + sizeof resync_frame_ - resync_frame_left_,
+                                  resync_frame_left_, MSG_NOSIGNAL | (nb ? MSG_DONTWAIT : 0));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    resync_frame_left_ = uint8_t(resync_frame_left_ - n);
+  }
   // The bytes the peer did not consume are still in our send slots (a slot is reused only
   // once the peer returned its credit).
   while (resend_due_) {
@@ -712,8 +891,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       std::lock_guard lock(progress_lock_);
       progress_locked();
       if (write_shut_) return -EPIPE;
-      if (resend_due_) {
-        const int rc = serve_resend(fd, nonblocking(fd, flags));
+      if (tx_resync_pending()) {
+        const int rc = serve_resend(fd, nonblocking(fd, flags), true);
         if (rc == -EAGAIN) return sent ? ssize_t(sent) : -EAGAIN;
         if (rc < 0) return sent ? ssize_t(sent) : rc;
       }
@@ -783,9 +962,9 @@ long Conn::bytes_readable(int fd) noexcept {
   int tcp = 0;
   if (rx_on_tcp()) {
     if (real().ioctl(fd, FIONREAD, &tcp) != 0) return -errno;
-    if (peer_switch_known_ && !peer_left_ && !rx_back_on_tcp_)
+    if (peer_switch_known_ && !peer_left_ && !rx_back_on_tcp_ && !peer_resynced_)
       tcp = int(std::min<uint64_t>(uint64_t(tcp), peer_switch_at_ - tcp_received_));
-    return tcp;
+    return long(uint64_t(tcp) - std::min<uint64_t>(uint64_t(tcp), tcp_skip_));
   }
   return long(link_received_ - link_consumed_);
 }
@@ -795,6 +974,22 @@ short Conn::poll_now(int fd, short events) noexcept {
   // taking the notification that arming produced would leave the completion queue
   // unarmed, so the next completion (the peer's data) would wake nobody. The notification
   // is taken by disarm()/after_wait(), before the next arming.
+  serve_resync_nowait(fd);
+  if (events & (POLLIN | POLLRDNORM)) {
+    // The peer's resync frame and the resent bytes already received are not data: take
+    // them here, so that a readable report means bytes for the application.
+    std::unique_lock rx(rx_lock_, std::try_to_lock);
+    if (rx) {
+      std::lock_guard lock(progress_lock_);
+      progress_locked();
+      if (!rx_on_tcp() && rx_head_ == rx_tail_ && !peer_fin_ && !peer_resynced_ &&
+          state() != State::broken) {
+        char c;
+        if (real().recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0) (void)take_resync_frame(fd);
+      }
+      if (rx_on_tcp() && tcp_skip_ > 0) (void)skip_resent(fd);
+    }
+  }
   pollfd p{fd, short(events | POLLRDHUP), 0};
   (void)real().poll(&p, 1, 0);
   std::lock_guard lock(progress_lock_);
@@ -802,8 +997,10 @@ short Conn::poll_now(int fd, short events) noexcept {
   short rev = short(p.revents & (POLLERR | POLLHUP | POLLNVAL));
   if (state() == State::broken) return short(rev | POLLERR | (events & (POLLIN | POLLOUT)));
   if (rx_on_tcp()) {
-    rev |= short(p.revents & (events & (POLLIN | POLLRDHUP | POLLRDNORM)));
-  } else if (rx_head_ != rx_tail_ || peer_fin_ || peer_left_ || (p.revents & POLLRDHUP)) {
+    if (tcp_skip_ == 0 || (p.revents & (POLLRDHUP | POLLHUP)))
+      rev |= short(p.revents & (events & (POLLIN | POLLRDHUP | POLLRDNORM)));
+  } else if (rx_head_ != rx_tail_ || peer_fin_ || peer_left_ ||
+             (p.revents & (POLLIN | POLLRDHUP))) {
     rev |= short(events & (POLLIN | POLLRDNORM));
     if (peer_fin_ && (events & POLLRDHUP)) rev |= POLLRDHUP;
   }
@@ -817,22 +1014,35 @@ short Conn::poll_now(int fd, short events) noexcept {
 }
 
 int Conn::wait_fds(int fd, short events, pollfd* out) noexcept {
-  if (cq_) {
+  {
     std::lock_guard lock(progress_lock_);
-    (void)ibv_req_notify_cq(cq_, 0);
+    if (cq_) (void)ibv_req_notify_cq(cq_, 0);
+  }
+  short tcp = short(events | POLLRDHUP);
+  bool failed;
+  {
+    std::lock_guard lock(progress_lock_);
+    if (resend_due_) tcp |= POLLOUT;  // poll_now serves the resend when it fits
+    failed = link_error_;
   }
   int n = 0;
-  out[n++] = pollfd{wake_fd_, POLLIN, 0};
-  out[n++] = pollfd{fd, short(events | POLLRDHUP), 0};
+  if (!failed) out[n++] = pollfd{wake_fd_, POLLIN, 0};  // always readable once failed
+  out[n++] = pollfd{fd, tcp, 0};
   return n;
 }
 
-void Conn::after_wait() noexcept { drain_channel(); }
+void Conn::after_wait() noexcept {
+  std::lock_guard lock(progress_lock_);
+  drain_channel();
+}
 
 bool Conn::settled() const noexcept {
   const State s = state();
-  return s == State::tcp && !tx_switched_ && (!peer_switch_known_ || rx_back_on_tcp_) &&
-         !resend_due_;
+  const bool rx_settled = !peer_switch_known_ || rx_back_on_tcp_ ||
+                          (peer_resynced_ && rx_head_ == rx_tail_ && tcp_skip_ == 0);
+  const bool tx_settled =
+      !tx_switched_ || (tx_back_on_tcp_ && resync_frame_left_ == 0 && !resend_due_);
+  return s == State::tcp && tx_settled && rx_settled && !resend_due_;
 }
 
 int Conn::shutdown(int fd, int how) noexcept {
@@ -866,7 +1076,13 @@ void Conn::downgrade(int fd, const char* why) noexcept {
   std::lock_guard rx(rx_lock_);
   std::lock_guard lock(progress_lock_);
   progress_locked();
-  if (resend_due_) (void)serve_resend(fd, false);
+  if (tx_resync_pending()) (void)serve_resend(fd, false, true);
+  if (link_error_ && peer_switch_known_ && !rx_back_on_tcp_ && !peer_left_ && !peer_resynced_ &&
+      tcp_received_ >= peer_switch_at_)
+    // Its bytes on the failed link cannot follow, and its resync frame, when it comes, is
+    // read as data by whoever holds the socket now: a known limit (docs/verbs.md, Failure).
+    LOG_WARN("fd=%d verbs: handed to the kernel while the peer's stream was on a failed link: "
+             "its next bytes may not be what it sent", log_fd_);
   // Our link stream ends here; the peer resends on TCP what we did not consume. A peer
   // that may still see the connection come up (it accepted, or we asked) hears it too, so
   // it never switches to a link nobody reads.
@@ -894,7 +1110,18 @@ void Conn::post_downgrade() noexcept {
   if (post_control(Msg::downgrade, payload, 8) == 0) downgrade_unsent_ = false;
 }
 
-void Conn::close() noexcept {
+bool Conn::still_our_socket(int fd) const noexcept {
+  struct stat st;
+  return fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == socket_ino_;
+}
+
+void Conn::set_socket(int fd) noexcept {
+  log_fd_ = fd;
+  struct stat st;
+  socket_ino_ = fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+void Conn::close(int fd) noexcept {
   // Moved to TCP while the link was coming up: the peer may still see it come up and
   // switch to it, so it must hear our downgrade (on_established posts it) before this end
   // goes. Bounded; only a connection downgraded mid-connect (fork, exec) waits here.
@@ -924,6 +1151,27 @@ void Conn::close() noexcept {
     }
     if (now_ns() > end) break;
     sched_yield();
+  }
+  // A link that failed leaves our stream's end to TCP: the resync frame and the bytes the
+  // peer did not acknowledge go before the kernel's FIN. Bounded, like the kernel's own
+  // delivery cannot be: a peer that reads nothing more gets ECONNRESET, not a short stream.
+  const int64_t resend_end = now_ns() + kCloseWaitNs;
+  bool owed;
+  {
+    std::lock_guard lock(progress_lock_);
+    owed = tx_resync_pending();
+  }
+  while (owed && still_our_socket(fd)) {
+    int rc;
+    {
+      std::lock_guard lock(progress_lock_);
+      if (!tx_resync_pending()) break;
+      rc = serve_resend(fd, true, true);
+      if (!tx_resync_pending()) break;
+    }
+    if ((rc != 0 && rc != -EAGAIN) || now_ns() > resend_end) break;
+    pollfd p{fd, POLLOUT, 0};
+    (void)real().poll(&p, 1, 10);
   }
   if (id_ && getpid() == owner_pid_ && !link_error_) {
     ReentryGuard guard;

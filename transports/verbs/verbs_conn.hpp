@@ -17,6 +17,12 @@
 // SEND_WITH_IMM; the receiver's posted slots are the sender's credits (returned in the
 // immediate of every message, or in a `credit` message). A sent slot stays untouched until
 // the peer has consumed it, so a downgrade can resend from it.
+//
+// When the link fails after a direction switched (a queue-pair error, the peer's queue pair
+// gone, the device removed), its sender writes a resync frame (verbs_wire.hpp) on TCP and
+// resends from the last byte the receiver acknowledged; the receiver skips what the link
+// had delivered. Nothing is lost or duplicated. If the sender cannot know that the peer saw
+// its switch (the switch message's completion failed), the connection is reset instead.
 #pragma once
 
 #include <poll.h>
@@ -64,7 +70,8 @@ class Conn final : public CmClient {
   bool carrying() const noexcept { return tx_switched_ || peer_switch_known_; }
   // A connection still connecting long after it opened gives up (then true).
   bool stale(int64_t opened_ns, int64_t now_ns) noexcept;
-  void set_log_fd(int fd) noexcept { log_fd_ = fd; }
+  // The application's descriptor of the TCP socket, for logs and for close() to find it.
+  void set_socket(int fd) noexcept;
 
   ssize_t send(int fd, const iovec* iov, int iovcnt, int flags);
   ssize_t recv(int fd, const iovec* iov, int iovcnt, int flags);
@@ -74,7 +81,8 @@ class Conn final : public CmClient {
   void after_wait() noexcept;
   int shutdown(int fd, int how) noexcept;
   void downgrade(int fd, const char* why) noexcept;
-  void close() noexcept;
+  // The application closes the connection; `fd` is its descriptor if still open (else -1).
+  void close(int fd) noexcept;
 
   // CmClient (service thread, under Cm::lock()).
   int on_route(rdma_cm_id* id, const char** why) noexcept override;
@@ -83,6 +91,7 @@ class Conn final : public CmClient {
   void on_established() noexcept override;
   void on_failed(const char* why) noexcept override;
   void on_disconnected() noexcept override;
+  rdma_cm_id* on_device_removal() noexcept override;
 
  private:
   enum class WaitFor : uint8_t { data, space };
@@ -94,6 +103,11 @@ class Conn final : public CmClient {
   // Both ends: the link is up (under the progress lock).
   void established_locked() noexcept;
   void destroy_resources() noexcept;
+  // Frees what the connection holds on the device (queue pair, completion queue and
+  // channel, registration, protection domain), keeping the buffers: received bytes not
+  // consumed yet and sent bytes not acknowledged stay readable. Cm::lock() held, and the
+  // progress lock; this process's own resources only.
+  void free_device_resources() noexcept;
   // Takes completions off the queue (progress lock held).
   void progress_locked() noexcept;
   void progress() noexcept;
@@ -109,13 +123,34 @@ class Conn final : public CmClient {
   bool sq_full() const noexcept { return sends_in_flight_ >= max_send_wr_; }
   bool can_post_data() const noexcept { return credits_available() > 0 && !sq_full(); }
   void fail(const char* why) noexcept;  // the link is unusable
+  // The stream cannot be recovered: both directions report ECONNRESET.
+  void break_connection(const char* why) noexcept;
+  // Our link stream failed after its switch: queue the resync frame and the resend.
+  void start_resync() noexcept;
+  // Receive side of a resync: the peer's frame (0 once read whole, -EAGAIN while partial,
+  // -errno), then the resent bytes the link had delivered already (1 once skipped, 0 at
+  // end of stream, -errno). Receive lock held; take_resync_frame also the progress lock.
+  int take_resync_frame(int fd) noexcept;
+  int skip_resent(int fd) noexcept;
+  // Serves what a failed link left to do on TCP without blocking, in whichever of this
+  // connection's locks are free (for callers that are not sending or receiving).
+  void serve_resync_nowait(int fd) noexcept;
+  // Something is owed on TCP before the next bytes we send (resend_due_: even before them).
+  bool tx_resync_pending() const noexcept { return resync_frame_left_ > 0 || resend_due_; }
   void post_failed(const char* what, int rc) noexcept;  // logs why, then fail()
-  bool ready_for(WaitFor what) noexcept;
+  // Whether a waiter for `what` has something to do: ready on the link, or the link's
+  // state changed since it looked (`tcp_tx`: our stream went to TCP; `failed`: the link
+  // had failed). The TCP socket's readiness is the poll's.
+  bool ready_for(WaitFor what, bool tcp_tx, bool failed) noexcept;
+  // The link failed: wakes every thread asleep on its wake-up set (progress lock held).
+  void wake_waiters() noexcept;
   bool rx_on_tcp() const noexcept;
   int wait(int fd, WaitFor what, bool has_deadline, int64_t deadline_ns);
   ssize_t recv_link(const iovec* iov, int iovcnt, bool peek) noexcept;
   // Serves the peer's downgrade: resends on TCP what it did not consume. 0 or -errno.
-  int serve_resend(int fd, bool nonblocking) noexcept;
+  // `sending`: the application sends next (a resync frame owed with nothing to resend goes
+  // out only then).
+  int serve_resend(int fd, bool nonblocking, bool sending) noexcept;
   void drain_channel() noexcept;
   // Tells the peer our link stream ended after link_consumed_ bytes (progress lock held).
   void post_downgrade() noexcept;
@@ -131,8 +166,11 @@ class Conn final : public CmClient {
   bool acceptor_ = false;
   bool downgrade_unsent_ = false;  // moved to TCP while the link was coming up
   int log_fd_ = -1;
+  ino_t socket_ino_ = 0;  // the TCP socket's inode: its descriptor may be another at close
+  bool still_our_socket(int fd) const noexcept;
 
   rdma_cm_id* id_ = nullptr;
+  ibv_context* context_ = nullptr;  // this process's own (Cm::own_context), while held
   ibv_qp* qp_ = nullptr;  // ours, not librdmacm's (see Cm::own_context)
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* channel_ = nullptr;
@@ -160,6 +198,9 @@ class Conn final : public CmClient {
   uint32_t max_send_wr_ = 0;
   bool resend_due_ = false;
   uint64_t resend_from_ = 0;     // the peer consumed this many of our link bytes
+  bool switch_confirmed_ = false;  // our switch message reached the peer's queue
+  uint8_t resync_frame_[16] = {};  // to write on TCP after a link failure (ResyncFrame)
+  uint8_t resync_frame_left_ = 0;  // bytes of it not written yet
 
   // Receive direction.
   bool peer_switch_known_ = false;
@@ -176,6 +217,10 @@ class Conn final : public CmClient {
   uint64_t link_received_ = 0;    // link bytes received (in the fifo or consumed)
   uint64_t link_consumed_ = 0;
   uint32_t unreported_credits_ = 0;
+  bool peer_resynced_ = false;    // the peer's link failed: its stream goes on on TCP
+  uint8_t frame_in_[16] = {};     // its resync frame, as read so far
+  uint8_t frame_in_got_ = 0;
+  uint64_t tcp_skip_ = 0;         // resent bytes on TCP that the link delivered already
   bool link_error_ = false;
 };
 

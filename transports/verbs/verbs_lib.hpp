@@ -19,6 +19,7 @@ struct Lib {
   X(ibv_get_device_list)                     \
   X(ibv_free_device_list)                    \
   X(ibv_open_device)                         \
+  X(ibv_close_device)                        \
   X(ibv_fork_init)                           \
   X(ibv_is_fork_initialized)                 \
   X(ibv_alloc_pd)                            \
@@ -51,7 +52,9 @@ struct Lib {
   X(rdma_ack_cm_event)                       \
   X(rdma_init_qp_attr)                       \
   X(rdma_establish)                          \
-  X(rdma_event_str)
+  X(rdma_event_str)                          \
+  X(rdma_get_devices)                        \
+  X(rdma_free_devices)
 #define FASTSOCK_VERBS_MEMBER(name) decltype(&::name) name;
   FASTSOCK_VERBS_FUNCTIONS(FASTSOCK_VERBS_MEMBER)
   FASTSOCK_RDMACM_FUNCTIONS(FASTSOCK_VERBS_MEMBER)

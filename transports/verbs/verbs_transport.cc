@@ -100,7 +100,7 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
       snprintf(why, why_len, "out of memory");
       return -ENOMEM;
     }
-    c->set_log_fd(s.slot->fd);
+    c->set_socket(s.slot->fd);
     const int rc = side == Side::client ? c->start_connector(key, &reason)
                                         : c->start_acceptor(key, &reason);
     if (rc < 0) {
@@ -117,7 +117,7 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
   void detach(Socket& s) noexcept override {
     auto* c = static_cast<verbs::Conn*>(s.link_state);
     if (!c) return;
-    c->close();
+    c->close(s.slot->fd);
     delete c;
     s.link_state = nullptr;
   }

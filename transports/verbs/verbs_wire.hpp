@@ -51,6 +51,22 @@ enum class Msg : uint8_t {
                   // of the peer's link stream this end consumed)
 };
 
+// Written on TCP, right after the sender's switch offset, by a sender whose link failed
+// after it switched (the only bytes it ever writes there that are not stream bytes; the
+// receiver knows the switch offset, so it knows them for what they are): the stream goes
+// on on TCP from `resend_from`, the count of link bytes the receiver had consumed as far as
+// its credits told, and every link byte after it follows, resent. The receiver skips those
+// it already received over the link. Only a sender whose switch message is known to have
+// reached the peer (its completion succeeded) writes one; otherwise the connection is reset.
+struct ResyncFrame {
+  uint8_t magic[4];        // "FSRS"
+  uint8_t version;         // kWireVersion
+  uint8_t reserved[3];
+  uint8_t resend_from[8];  // big-endian
+};
+static_assert(sizeof(ResyncFrame) == 16);
+inline constexpr uint8_t kResyncMagic[4] = {'F', 'S', 'R', 'S'};
+
 constexpr uint32_t make_imm(Msg type, uint32_t credits) {
   return (uint32_t(type) << 24) | (credits & 0xFFFFFF);
 }
