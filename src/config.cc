@@ -14,10 +14,11 @@
 #include <cstring>
 #include <optional>
 
+#include "quote.hpp"
+
 namespace fastsock {
 namespace {
 
-constexpr size_t kQuoteMax = 40;               // bytes of hostile input shown in a message
 constexpr size_t kMaxRulesBytes = 1u << 20;    // 1 MiB
 constexpr size_t kMaxRules = 10000;
 constexpr size_t kMaxGlobBytes = 255;          // NAME_MAX: a program name is never longer
@@ -41,27 +42,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
   return s;
-}
-
-// 'text' in single quotes, cut to kQuoteMax bytes ("..." marks the cut), with quotes,
-// backslashes and non-printable bytes escaped as \xNN.
-std::string quote(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string q = "'";
-  const size_t n = text.size() < kQuoteMax ? text.size() : kQuoteMax;
-  for (size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-      q += char(c);
-    } else {
-      q += "\\x";
-      q += kHex[c >> 4];
-      q += kHex[c & 0xf];
-    }
-  }
-  if (n < text.size()) q += "...";
-  q += '\'';
-  return q;
 }
 
 bool fail(ParseError& err, std::string message, int line = 0) {
