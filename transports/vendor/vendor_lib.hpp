@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include <mutex>
+#include <utility>
 
 #include "vendor_profile.hpp"
 
