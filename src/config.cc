@@ -14,10 +14,11 @@
 #include <cstring>
 #include <optional>
 
+#include "quote.hpp"
+
 namespace fastsock {
 namespace {
 
-constexpr size_t kQuoteMax = 40;               // bytes of hostile input shown in a message
 constexpr size_t kMaxRulesBytes = 1u << 20;    // 1 MiB
 constexpr size_t kMaxRules = 10000;
 constexpr size_t kMaxGlobBytes = 255;          // NAME_MAX: a program name is never longer
@@ -25,6 +26,8 @@ constexpr uint32_t kMaxSpinUs = 1000000;
 constexpr std::string_view kValidTransports = "shm, verbs, vendor, tcp";
 constexpr std::string_view kRuleSyntax =
     "use <transport>[,<transport>...] <client|server|any> <program-glob> <address-pattern>";
+constexpr std::string_view kLineKinds =
+    "a line is a rule, 'use ...', or a vendor library profile, 'vendor <name> ...'";
 
 bool is_blank(char c) { return c == ' ' || c == '\t'; }
 char lower(char c) { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
@@ -41,27 +44,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
   return s;
-}
-
-// 'text' in single quotes, cut to kQuoteMax bytes ("..." marks the cut), with quotes,
-// backslashes and non-printable bytes escaped as \xNN.
-std::string quote(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string q = "'";
-  const size_t n = text.size() < kQuoteMax ? text.size() : kQuoteMax;
-  for (size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-      q += char(c);
-    } else {
-      q += "\\x";
-      q += kHex[c >> 4];
-      q += kHex[c & 0xf];
-    }
-  }
-  if (n < text.size()) q += "...";
-  q += '\'';
-  return q;
 }
 
 bool fail(ParseError& err, std::string message, int line = 0) {
@@ -267,8 +249,8 @@ bool parse_rule_line(std::string_view line, int line_no, Rule& rule, ParseError&
     fields[count++] = field;
   }
   if (!iequals(fields[0], "use"))
-    return fail(err, "unknown keyword " + quote(fields[0]) + " (a rule reads: " +
-                         std::string(kRuleSyntax) + ")",
+    return fail(err, "unknown keyword " + quote(fields[0]) + " (" + std::string(kLineKinds) +
+                         ")",
                 line_no);
   if (count != 5)
     return fail(err, "incomplete rule with " + std::to_string(count) +
@@ -296,6 +278,36 @@ bool parse_rule_line(std::string_view line, int line_no, Rule& rule, ParseError&
   if (!parse_address_pattern(fields[4], rule.address, err))
     return fail(err, err.message, line_no);
   rule.line = line_no;
+  return true;
+}
+
+// The fields after the keyword when `line` is a `vendor` line (keyword case-insensitive, as
+// `use` is).
+std::optional<std::string_view> vendor_line(std::string_view line) {
+  const std::string_view t = trim(line);
+  size_t end = 0;
+  while (end < t.size() && !is_blank(t[end])) ++end;
+  if (!iequals(t.substr(0, end), "vendor")) return std::nullopt;
+  return t.substr(end);
+}
+
+// A `vendor <name> key=value ...` line: a profile of a vendor socket library.
+bool parse_vendor_line(std::string_view rest, int line_no,
+                       std::vector<vendors::Profile>& profiles, ParseError& err) {
+  vendors::Profile p;
+  std::string message;
+  if (!vendors::parse_profile(rest, p, message)) return fail(err, message, line_no);
+  for (const vendors::Profile& q : profiles)
+    if (q.name == p.name)
+      return fail(err, "vendor profile '" + p.name + "' is defined twice (first on line " +
+                           std::to_string(q.line) + ")",
+                  line_no);
+  if (profiles.size() == vendors::kMaxUserProfiles)
+    return fail(err, "too many vendor profiles (the limit is " +
+                         std::to_string(vendors::kMaxUserProfiles) + ")",
+                line_no);
+  p.line = line_no;
+  profiles.push_back(std::move(p));
   return true;
 }
 
@@ -416,11 +428,13 @@ bool parse_address_pattern(std::string_view text, AddressPattern& out, ParseErro
   return true;
 }
 
-bool parse_rules(std::string_view text, std::vector<Rule>& out, ParseError& err) {
+bool parse_rules(std::string_view text, std::vector<Rule>& out, ParseError& err,
+                 std::vector<vendors::Profile>* profiles_out) {
   if (text.size() > kMaxRulesBytes)
     return fail(err, "the rules file is larger than 1 MiB (" + std::to_string(text.size()) +
                          " bytes)");
   std::vector<Rule> rules;
+  std::vector<vendors::Profile> profiles;
   int line_no = 0;
   size_t start = 0;
   while (start < text.size()) {
@@ -436,6 +450,10 @@ bool parse_rules(std::string_view text, std::vector<Rule>& out, ParseError& err)
       return fail(err, "control character " + quote(std::string_view(c, 1)) + " in the line",
                   line_no);
     if (trim(line).empty()) continue;
+    if (const auto rest = vendor_line(line)) {
+      if (!parse_vendor_line(*rest, line_no, profiles, err)) return false;
+      continue;
+    }
     if (rules.size() == kMaxRules)
       return fail(err, "too many rules (the limit is " + std::to_string(kMaxRules) + ")",
                   line_no);
@@ -444,6 +462,7 @@ bool parse_rules(std::string_view text, std::vector<Rule>& out, ParseError& err)
     rules.push_back(std::move(rule));
   }
   out = std::move(rules);
+  if (profiles_out) *profiles_out = std::move(profiles);
   return true;
 }
 
@@ -479,7 +498,7 @@ Config config_from(EnvLookup env, std::string_view rules_text) {
       report("FASTSOCK_RULES", {0, "the path is empty"});
     } else {
       c.rules_path = v;
-      if (!parse_rules(rules_text, c.rules, e)) report("FASTSOCK_RULES", e);
+      if (!parse_rules(rules_text, c.rules, e, &c.vendor_profiles)) report("FASTSOCK_RULES", e);
     }
   }
 

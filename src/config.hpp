@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "transport_id.hpp"
+#include "vendor_profile.hpp"
 
 // Declared at global scope so that `struct sockaddr` below names ::sockaddr, not a new
 // incomplete fastsock::sockaddr, even when <sys/socket.h> is included after this header.
@@ -61,6 +62,9 @@ struct Config {
   bool fd_budget = true;        // links with descriptors of their own leave half (fd_budget.hpp)
   std::string rules_path;       // empty: no rules file
   std::vector<Rule> rules;
+  // `vendor` lines of the rules file: profiles of vendor socket libraries, tried before the
+  // built-in ones (transports/vendor/vendor_profile.hpp).
+  std::vector<vendors::Profile> vendor_profiles;
   // Set when any setting was malformed: the process runs in pass-through (tcp only).
   bool pass_through_forced = false;
   std::string error;            // the message printed for that, once
@@ -77,8 +81,11 @@ bool parse_spin_us(std::string_view text, uint32_t& out, ParseError& err);
 bool parse_bool(std::string_view text, bool& out, ParseError& err);
 // "*", "*:6379", "127.0.0.1", "10.0.0.0/8:1000-2000", "[::1]:80", "[fe80::/10]:*", ...
 bool parse_address_pattern(std::string_view text, AddressPattern& out, ParseError& err);
-// The whole rules file. Blank lines and '#' comments are ignored.
-bool parse_rules(std::string_view text, std::vector<Rule>& out, ParseError& err);
+// The whole rules file. Blank lines and '#' comments are ignored. `vendor` lines are
+// validated and, when `profiles` is given, stored there (at most
+// vendors::kMaxUserProfiles, names unique).
+bool parse_rules(std::string_view text, std::vector<Rule>& out, ParseError& err,
+                 std::vector<vendors::Profile>* profiles = nullptr);
 
 // Builds a Config from an environment lookup (getenv-like: returns nullptr when unset) and
 // the rules file contents (the caller reads the file named by FASTSOCK_RULES). On any error

@@ -1,5 +1,6 @@
-// libFuzzer target for the configuration parser (src/config.cc), the one parser in this
-// milestone that reads data from outside the process (environment, rules file).
+// libFuzzer target for the configuration parser (src/config.cc, with the vendor profiles of
+// transports/vendor/vendor_profile.cc): it reads data from outside the process
+// (environment, rules file).
 //
 // Every input is fed, whole, to each parser; then it is decoded as an environment plus a
 // rules file for config_from (see decode_env below) and the resulting rules are matched
@@ -17,6 +18,7 @@
 #include <string_view>
 
 #include "config.hpp"
+#include "vendor_profile.hpp"
 
 using namespace fastsock;
 
@@ -124,6 +126,36 @@ void check_chain(const std::vector<TransportId>& chain) {
   }
 }
 
+// A vendor profile that parsed is consistent, and its address translation stays in bounds.
+void check_profile(const vendors::Profile& p, std::string_view in) {
+  std::string error;
+  FUZZ_CHECK(vendors::validate_profile(p, error));
+  FUZZ_CHECK(!p.libraries.empty() && p.libraries.size() <= vendors::kMaxLibraries);
+  FUZZ_CHECK((p.optional & vendors::required_entries(p)) == 0);
+  for (int i = 0; i < vendors::kEntryCount; ++i)
+    FUZZ_CHECK(!vendors::symbol_name(p, vendors::Entry(i)).empty());
+  uint8_t bytes[sizeof(sockaddr_in6)] = {};
+  std::memcpy(bytes, in.data(), in.size() < sizeof bytes ? in.size() : sizeof bytes);
+  for (sa_family_t family : {sa_family_t(AF_INET), sa_family_t(AF_INET6)}) {
+    std::memcpy(bytes, &family, sizeof family);
+    sockaddr_storage out;
+    socklen_t len = 0;
+    const int rc = vendors::translate_address(p, reinterpret_cast<const sockaddr*>(bytes),
+                                              sizeof bytes, out, len);
+    FUZZ_CHECK(rc <= 0);
+    if (rc == 0) FUZZ_CHECK(len == (family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6)));
+  }
+}
+
+void check_profiles(const std::vector<vendors::Profile>& profiles, std::string_view in) {
+  FUZZ_CHECK(profiles.size() <= vendors::kMaxUserProfiles);
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    check_profile(profiles[i], in);
+    FUZZ_CHECK(profiles[i].line > 0);
+    for (size_t j = 0; j < i; ++j) FUZZ_CHECK(profiles[i].name != profiles[j].name);
+  }
+}
+
 // Peers built from the input's bytes, IPv4, IPv6 and IPv4-mapped, for match_rule.
 void match_peers(const std::vector<Rule>& rules, std::string_view in) {
   uint8_t bytes[18] = {};
@@ -181,6 +213,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(rules.empty());
   }
 
+  vendors::Profile profile;
+  std::string profile_error;
+  if (vendors::parse_profile(in, profile, profile_error)) {
+    check_profile(profile, in);
+  } else {
+    ParseError as_parse_error{0, profile_error};
+    check_message(as_parse_error);
+  }
+
   AddressPattern pattern;
   if (parse_address_pattern(in, pattern, err)) check_pattern(pattern);
   else check_message(err);
@@ -208,11 +249,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(c.error.find('\n') == std::string::npos);
     FUZZ_CHECK(c.chain.size() == 1 && c.chain[0] == TransportId::tcp);
     FUZZ_CHECK(c.rules.empty());
+    FUZZ_CHECK(c.vendor_profiles.empty());
     FUZZ_CHECK(c.log_level == LogLevel::warn && c.log_file.empty());  // defaults: stderr
   } else {
     FUZZ_CHECK(c.error.empty());
     check_chain(c.chain);
     check_rules(c.rules);
+    check_profiles(c.vendor_profiles, rules_text);
   }
   match_peers(c.rules, rules_text);
   match_peers(rules, in);

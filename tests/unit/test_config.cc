@@ -626,3 +626,59 @@ TEST_CASE("match: unknown or missing peer address only matches '*'", "[config][m
   CHECK(match_rule(rules, "p", Direction::client, reinterpret_cast<const sockaddr*>(&unix_peer)) ==
         &rules[2]);
 }
+
+TEST_CASE("rules file: vendor library profiles", "[config][rules][vendor]") {
+  const std::string text =
+      "# a test library, then a replacement for the built-in rsocket profile\n"
+      "vendor tv library=/opt/tv/libtv.so names=prefix:tv readiness=fd optional=poll\n"
+      "use vendor,tcp any * 10.0.0.0/8\n"
+      "  VENDOR rsocket library=/opt/rdma/librdmacm.so.1 names=prefix:r  # comment\n";
+  const Config c = config_with({{"FASTSOCK_RULES", "/etc/r"}}, text);
+  REQUIRE_FALSE(c.pass_through_forced);
+  REQUIRE(c.rules.size() == 1);
+  CHECK(c.rules[0].line == 3);
+  REQUIRE(c.vendor_profiles.size() == 2);
+  CHECK(c.vendor_profiles[0].name == "tv");
+  CHECK(c.vendor_profiles[0].line == 2);
+  CHECK(c.vendor_profiles[0].libraries == std::vector<std::string>{"/opt/tv/libtv.so"});
+  CHECK(c.vendor_profiles[1].name == "rsocket");
+  CHECK(c.vendor_profiles[1].line == 4);
+  CHECK(c.vendor_profiles[1].libraries == std::vector<std::string>{"/opt/rdma/librdmacm.so.1"});
+
+  // parse_rules alone validates vendor lines, and keeps them only when asked.
+  std::vector<Rule> rules;
+  ParseError err;
+  REQUIRE(parse_rules(text, rules, err));
+  CHECK(rules.size() == 1);
+  std::vector<vendors::Profile> profiles;
+  REQUIRE(parse_rules(text, rules, err, &profiles));
+  CHECK(profiles.size() == 2);
+}
+
+TEST_CASE("rules file: malformed vendor profiles force pass-through", "[config][rules][vendor]") {
+  Config c = config_with({{"FASTSOCK_RULES", "/etc/r"}},
+                         "use shm any * *\nvendor tv library=libtv.so names=prefix:tv colour=red\n");
+  CHECK(c.pass_through_forced);
+  CHECK(c.chain == Chain{tcp});
+  CHECK(c.vendor_profiles.empty());
+  CHECK(c.error ==
+        "rules file line 2: unknown key 'colour' (valid: library, names, optional, family, "
+        "sockaddr-family, ipv6, readiness, port-offset)");
+
+  c = config_with({{"FASTSOCK_RULES", "/etc/r"}}, "vendor\n");
+  CHECK(c.error == "rules file line 1: a vendor profile needs a name and library=, names=");
+
+  c = config_with({{"FASTSOCK_RULES", "/etc/r"}},
+                  "vendor a library=x names=plain\n\nvendor a library=y names=plain\n");
+  CHECK(c.error == "rules file line 3: vendor profile 'a' is defined twice (first on line 1)");
+
+  std::string many;
+  for (int i = 0; i <= 16; ++i) many += "vendor p" + std::to_string(i) + " library=l names=plain\n";
+  c = config_with({{"FASTSOCK_RULES", "/etc/r"}}, many);
+  CHECK(c.error == "rules file line 17: too many vendor profiles (the limit is 16)");
+
+  const ParseError e = rules_error("allow shm any * *\n");
+  CHECK(e.message ==
+        "unknown keyword 'allow' (a line is a rule, 'use ...', or a vendor library profile, "
+        "'vendor <name> ...')");
+}
