@@ -93,12 +93,7 @@ void Conn::destroy_resources() noexcept {
     ReentryGuard guard;
     lib_.rdma_destroy_id(id);
   }
-  qp_ = nullptr;
-  cq_ = nullptr;
-  mr_ = nullptr;
-  pd_ = nullptr;
-  channel_ = nullptr;
-  context_ = nullptr;
+  forget_device_resources();
   free(buffers_);
   buffers_ = nullptr;
   if (wake_fd_ >= 0) internal_fds::close(wake_fd_);
@@ -143,12 +138,16 @@ void Conn::free_device_resources() noexcept {
     internal_fds::remove(channel_->fd);  // leaves wake_fd_'s set as it closes
     lib_.ibv_destroy_comp_channel(channel_);
   }
+  if (context_) cm_.release_context(context_);
+  forget_device_resources();
+}
+
+void Conn::forget_device_resources() noexcept {
   qp_ = nullptr;
   cq_ = nullptr;
   mr_ = nullptr;
   pd_ = nullptr;
   channel_ = nullptr;
-  if (context_) cm_.release_context(context_);
   context_ = nullptr;
 }
 

@@ -108,6 +108,8 @@ class Conn final : public CmClient {
   // consumed yet and sent bytes not acknowledged stay readable. Cm::lock() held, and the
   // progress lock; this process's own resources only.
   void free_device_resources() noexcept;
+  // Drops the pointers only (a forked child: the resources are its parent's).
+  void forget_device_resources() noexcept;
   // Takes completions off the queue (progress lock held).
   void progress_locked() noexcept;
   void progress() noexcept;
