@@ -974,23 +974,10 @@ short Conn::poll_now(int fd, short events) noexcept {
   // unarmed, so the next completion (the peer's data) would wake nobody. The notification
   // is taken by disarm()/after_wait(), before the next arming.
   serve_resync_nowait(fd);
-  if (events & (POLLIN | POLLRDNORM)) {
-    // The peer's resync frame and the resent bytes already received are not data: take
-    // them here, so that a readable report means bytes for the application.
-    std::unique_lock rx(rx_lock_, std::try_to_lock);
-    if (rx) {
-      std::lock_guard lock(progress_lock_);
-      progress_locked();
-      if (!rx_on_tcp() && rx_head_ == rx_tail_ && !peer_fin_ && !peer_resynced_ &&
-          state() != State::broken) {
-        char c;
-        if (real().recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0) (void)take_resync_frame(fd);
-      }
-      if (rx_on_tcp() && tcp_skip_ > 0) (void)skip_resent(fd);
-    }
-  }
   pollfd p{fd, short(events | POLLRDHUP), 0};
   (void)real().poll(&p, 1, 0);
+  if ((events & (POLLIN | POLLRDNORM)) && (p.revents & POLLIN) && take_resync_bytes(fd))
+    (void)real().poll(&p, 1, 0);  // what TCP holds besides them
   std::lock_guard lock(progress_lock_);
   progress_locked();
   short rev = short(p.revents & (POLLERR | POLLHUP | POLLNVAL));
@@ -1010,6 +997,25 @@ short Conn::poll_now(int fd, short events) noexcept {
       rev |= short(events & (POLLOUT | POLLWRNORM));
   }
   return rev;
+}
+
+bool Conn::take_resync_bytes(int fd) noexcept {
+  std::unique_lock rx(rx_lock_, std::try_to_lock);  // a receiving thread takes them otherwise
+  if (!rx) return false;
+  std::lock_guard lock(progress_lock_);
+  progress_locked();
+  bool took = false;
+  // On the link with nothing left there, readable TCP is the peer's resync frame.
+  if (!rx_on_tcp() && rx_head_ == rx_tail_ && !peer_fin_ && !peer_resynced_ &&
+      state() != State::broken) {
+    (void)take_resync_frame(fd);
+    took = true;
+  }
+  if (rx_on_tcp() && tcp_skip_ > 0) {
+    (void)skip_resent(fd);
+    took = true;
+  }
+  return took;
 }
 
 int Conn::wait_fds(int fd, short events, pollfd* out) noexcept {

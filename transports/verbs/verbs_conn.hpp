@@ -137,6 +137,10 @@ class Conn final : public CmClient {
   // Serves what a failed link left to do on TCP without blocking, in whichever of this
   // connection's locks are free (for callers that are not sending or receiving).
   void serve_resync_nowait(int fd) noexcept;
+  // poll_now's part of a resync, when TCP is readable: the peer's frame and the resent
+  // bytes already received are not data, so they are taken before readiness is reported
+  // (a readable report means bytes for the application). True if it took anything.
+  bool take_resync_bytes(int fd) noexcept;
   // Something is owed on TCP before the next bytes we send (resend_due_: even before them).
   bool tx_resync_pending() const noexcept { return resync_frame_left_ > 0 || resend_due_; }
   void post_failed(const char* what, int rc) noexcept;  // logs why, then fail()
