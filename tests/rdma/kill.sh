@@ -19,33 +19,8 @@ export FASTSOCK_TRANSPORTS=verbs,tcp FASTSOCK_LOG=debug
 cat >"$work/peer.py" <<'EOF'
 # peer.py server ADDR MODE | client ADDR PORT MODE: see kill.sh.
 import socket, sys, time
-PATTERN = bytes(i % 251 for i in range(251 * 512))
+from pattern_stream import PATTERN, receive, stream_until
 role, addr, mode = sys.argv[1], sys.argv[2], sys.argv[-1]
-
-def stream(s):  # the victim: the pattern, for ever
-    while True:
-        s.sendall(PATTERN)
-
-def receive(s, threshold):  # the survivor: checks the pattern, says when it may be killed
-    total, ok, told = 0, True, False
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                end = "eof"
-                break
-            off = total % 251
-            if b != (PATTERN[off:] + PATTERN * (len(b) // len(PATTERN) + 1))[:len(b)]:
-                ok = False
-            total += len(b)
-            if total >= threshold and not told:
-                print("threshold", flush=True)
-                told = True
-    except ConnectionResetError:
-        end = "reset"
-    except OSError as e:
-        end = "error:" + e.strerror
-    print(f"end {end} total={total} ok={ok}", flush=True)
 
 if role == "server":
     ls = socket.socket()
@@ -54,19 +29,20 @@ if role == "server":
     print(ls.getsockname()[1], flush=True)
     s, _ = ls.accept()
     if mode == "s2c":
-        stream(s)
-    else:
+        stream_until(s, None)  # the victim: the pattern, for ever
+    else:  # the survivor: checks the pattern, says when it may be killed
         receive(s, 10 if mode == "quiet" else 2 << 20)
 else:
     s = socket.create_connection((addr, int(sys.argv[3])))
     if mode == "c2s":
-        stream(s)
+        stream_until(s, None)
     elif mode == "quiet":
         s.sendall(PATTERN[:10])
         time.sleep(120)
     else:
         receive(s, 2 << 20)
 EOF
+export PYTHONPATH=$(cd "$(dirname "$0")" && pwd)  # pattern_stream.py
 
 pids=""
 trap 'kill -9 $pids 2>/dev/null' EXIT

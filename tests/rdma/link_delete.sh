@@ -26,37 +26,8 @@ export FASTSOCK_TRANSPORTS=verbs,tcp FASTSOCK_LOG=debug
 cat >"$work/peer.py" <<'EOF'
 # peer.py server ADDR MODE STOPFILE | client ADDR PORT MODE STOPFILE: see link_delete.sh.
 import os, socket, sys
-PATTERN = bytes(i % 251 for i in range(251 * 256))
+from pattern_stream import expected, receive, stream_until
 role, addr, mode, stop = sys.argv[1], sys.argv[2], sys.argv[-2], sys.argv[-1]
-
-def expected(total, n):
-    off = total % 251
-    return (PATTERN[off:] + PATTERN * (n // len(PATTERN) + 1))[:n]
-
-def stream(s):  # the pattern until told to stop, then end of stream
-    sent = 0
-    while not os.path.exists(stop):
-        s.sendall(PATTERN)
-        sent += len(PATTERN)
-    s.shutdown(socket.SHUT_WR)
-    print(f"sent {sent}", flush=True)
-
-def receive(s):  # counts and checks; says when the stream is well under way
-    total, ok, told = 0, True, False
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                end = "eof"
-                break
-            ok = ok and b == expected(total, len(b))
-            total += len(b)
-            if total >= 4 << 20 and not told:
-                print("threshold", flush=True)
-                told = True
-    except OSError as e:
-        end = "error:" + (e.strerror or str(e))
-    print(f"end {end} total={total} ok={ok}", flush=True)
 
 def echo_client(s):  # a message, its echo checked, until told to stop
     total, ok, told = 0, True, False
@@ -89,17 +60,21 @@ def echo_server(s):
         s.sendall(b)
     s.close()
 
+# (server's part, client's part) of each situation.
+roles = {"c2s": (lambda s: receive(s, 4 << 20), lambda s: stream_until(s, stop)),
+         "s2c": (lambda s: stream_until(s, stop), lambda s: receive(s, 4 << 20)),
+         "echo": (echo_server, echo_client)}[mode]
 if role == "server":
     ls = socket.socket()
     ls.bind((addr, 0))
     ls.listen(1)
     print(ls.getsockname()[1], flush=True)
     s, _ = ls.accept()
-    {"c2s": receive, "s2c": stream, "echo": echo_server}[mode](s)
+    roles[0](s)
 else:
-    s = socket.create_connection((addr, int(sys.argv[3])))
-    {"c2s": stream, "s2c": receive, "echo": echo_client}[mode](s)
+    roles[1](socket.create_connection((addr, int(sys.argv[3]))))
 EOF
+export PYTHONPATH=$(cd "$(dirname "$0")" && pwd)  # pattern_stream.py
 
 netdev=$(rdma link show "$SOFTROCE_DEV/1" | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
 [[ -n $netdev ]] || fail "cannot tell which network device $SOFTROCE_DEV is on: $(rdma link show)"
