@@ -76,6 +76,7 @@ void reset_fields(Socket& s) noexcept {
   s.zerocopy_busy.store(false, std::memory_order_relaxed);
   s.zerocopy_next_id = 0;
   s.link_state = nullptr;
+  s.mode.reset();
   s.epoll_regs = nullptr;
   for (void*& state : s.listen_state) state = nullptr;
   s.slot = &s.private_slot;

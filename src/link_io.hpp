@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "socket_mode.hpp"
+
 namespace fastsock::link_io {
 
 // CLOCK_MONOTONIC in nanoseconds. Inline, with iov_total: both run in the data path (now_ns
@@ -28,12 +30,39 @@ inline size_t iov_total(const iovec* iov, int iovcnt) noexcept {
 }
 
 // Whether a call on socket `fd` must not block: MSG_DONTWAIT in `flags`, or the socket's
-// O_NONBLOCK (asked of the kernel, so call it only when the call would block).
-bool nonblocking(int fd, int flags) noexcept;
+// O_NONBLOCK (from `mode`, or asked of the kernel without one: then call it only when the
+// call would block).
+bool nonblocking(int fd, int flags, SocketMode* mode = nullptr) noexcept;
 
 // The socket's SO_RCVTIMEO or SO_SNDTIMEO (`option`) as an absolute now_ns() deadline in
 // `deadline`; false when there is none.
-bool socket_deadline(int fd, int option, int64_t& deadline) noexcept;
+bool socket_deadline(int fd, int option, int64_t& deadline, SocketMode* mode = nullptr) noexcept;
+
+// One call's SO_RCVTIMEO or SO_SNDTIMEO deadline, asked of the kernel the first time the
+// call is about to sleep: a call whose data comes while it spins makes no system call for
+// it (the timeout then runs from that first sleep, at most a spin budget late).
+class Deadline {
+ public:
+  explicit Deadline(int option, SocketMode* mode = nullptr) noexcept
+      : option_(option), mode_(mode) {}
+  // poll()'s timeout in milliseconds until the deadline: -1 without one, 0 once it passed.
+  int poll_ms(int fd) noexcept;
+  // Whether the socket has a timeout and it passed.
+  bool passed(int fd) noexcept { return has(fd) && now_ns() >= at_; }
+
+ private:
+  bool has(int fd) noexcept {
+    if (!known_) {
+      has_ = socket_deadline(fd, option_, at_, mode_);
+      known_ = true;
+    }
+    return has_;
+  }
+  int option_;
+  SocketMode* mode_;
+  bool known_ = false, has_ = false;
+  int64_t at_ = 0;
+};
 
 // recvmsg / sendmsg of `iov` on the kernel socket, through the real libc entry points.
 // Bytes moved or -errno. Not noexcept: both are cancellation points, and pthread_cancel

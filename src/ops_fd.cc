@@ -113,6 +113,7 @@ long dup3(int fd, int newfd, int flags) {
 long fcntl(int fd, int cmd, void* arg, bool fcntl64) {
   const int rc = fcntl64 ? real().fcntl64(fd, cmd, arg) : real().fcntl(fd, cmd, arg);
   if (rc < 0) return -errno;
+  if (cmd == F_SETFL) fd_table::mode_changed(fd);
   if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) fd_table::install_owned(rc, fd_table::lookup(fd));
   return rc;
 }
@@ -130,7 +131,10 @@ long ioctl(int fd, unsigned long request, void* arg) {
       return 0;
     }
   }
-  return neg_errno(real().ioctl(fd, request, arg));
+  const int rc = real().ioctl(fd, request, arg);
+  if (rc < 0) return -errno;
+  if (request == FIONBIO) fd_table::mode_changed(fd);
+  return rc;
 }
 
 }  // namespace fastsock::ops

@@ -225,6 +225,7 @@ long getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
 
 long setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
   if (real().setsockopt(fd, level, name, value, len) != 0) return -errno;
+  if (level == SOL_SOCKET) fd_table::mode_changed(fd);  // SO_RCVTIMEO, SO_SNDTIMEO
   // The kernel accepted it; a link that carries the data itself may need to know (e.g.
   // SO_LINGER decides how its close ends the stream).
   // Only such links care: a connection the kernel carries needs no reference taken here.

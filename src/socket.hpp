@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "socket_mode.hpp"
 #include "stats_layout.hpp"
 #include "transport.hpp"
 
@@ -33,6 +34,8 @@ struct Socket {
   std::atomic<bool> zerocopy_busy{false};
   uint32_t zerocopy_next_id = 0;
   void* link_state = nullptr;         // the link's per-connection state, owned by the link
+  // O_NONBLOCK and the timeouts, for links that carry the data (see socket_mode.hpp).
+  SocketMode mode;
   void* epoll_regs = nullptr;         // its registrations in epoll sets (epoll_merge.cc)
   // A listener: what each link published for it in Transport::on_listen (owned by the link).
   void* listen_state[kTransportCount] = {};

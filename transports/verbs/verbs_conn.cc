@@ -44,12 +44,12 @@ constexpr int64_t kConnectingNs = 5'000'000'000;
 constexpr uint64_t kWrRecv = 0, kWrData = 1ull << 32, kWrControl = 2ull << 32,
                    kWrSwitch = 3ull << 32;
 
+using link_io::Deadline;
 using link_io::iov_total;
 using link_io::kernel_recv;
 using link_io::kernel_send;
 using link_io::nonblocking;
 using link_io::now_ns;
-using link_io::socket_deadline;
 
 // The part of `iov` after its first `skip` bytes, at most `max` bytes of it.
 int part_of(const iovec* iov, int n, size_t skip, size_t max, iovec* out, int out_max) noexcept {
@@ -570,12 +570,12 @@ void Conn::progress() noexcept {
   progress_locked();
 }
 
-void Conn::drain_channel() noexcept {
+void Conn::drain_channel(unsigned most) noexcept {
   if (!channel_) return;
   ibv_cq* cq;
   void* ctx;
   unsigned events = 0;
-  while (lib_.ibv_get_cq_event(channel_, &cq, &ctx) == 0) ++events;
+  while (events < most && lib_.ibv_get_cq_event(channel_, &cq, &ctx) == 0) ++events;
   if (events) lib_.ibv_ack_cq_events(cq_, events);
 }
 
@@ -607,7 +607,7 @@ void Conn::wake_waiters() noexcept {
 }
 
 FASTSOCK_CANCELLATION_POINT
-int Conn::wait(int fd, WaitFor what, bool has_deadline, int64_t deadline) {
+int Conn::wait(int fd, WaitFor what, Deadline& deadline) {
   bool tcp_tx, failed;  // what the caller saw; a change is news for it
   {
     std::lock_guard lock(progress_lock_);
@@ -640,20 +640,18 @@ int Conn::wait(int fd, WaitFor what, bool has_deadline, int64_t deadline) {
       tcp |= POLLOUT;
   }
   p[n++] = pollfd{fd, tcp, 0};
-  int timeout_ms = -1;
-  if (has_deadline) {
-    const int64_t left = deadline - now_ns();
-    if (left <= 0) return -EAGAIN;
-    timeout_ms = int(std::min<int64_t>((left + 999'999) / 1'000'000, INT_MAX));
-  }
+  const int timeout_ms = deadline.poll_ms(fd);
+  if (timeout_ms == 0) return -EAGAIN;
   const int rc = real().poll(p, n, timeout_ms);
   const int err = errno;
-  {
+  // We armed once, so the channel holds at most one event of ours: take it when the poll
+  // saw the wake-up set readable (reading on until EAGAIN costs a system call per wait).
+  if (rc > 0 && !failed && (p[0].revents & POLLIN)) {
     std::lock_guard lock(progress_lock_);  // the device's removal may free the channel
-    drain_channel();
+    drain_channel(1);
   }
   if (rc < 0) return -err;
-  if (rc == 0 && has_deadline && now_ns() >= deadline) return -EAGAIN;
+  if (rc == 0 && deadline.passed(fd)) return -EAGAIN;
   return 0;
 }
 
@@ -694,8 +692,8 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   const size_t total = iov_total(iov, iovcnt);
   if (total == 0) return 0;
   size_t got = 0;
-  bool deadline_known = false, has_deadline = false;
-  int64_t deadline = 0;
+  Deadline deadline(SO_RCVTIMEO, mode_);
+  bool waited = false;
   for (;;) {
     serve_resync_nowait(fd);  // a sender blocked here must not hold back its resend
     iovec rest[64];  // the part of the caller's buffers still to fill
@@ -748,9 +746,11 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
         continue;
       }
       if (n != -EAGAIN) return got ? ssize_t(got) : n;
-    } else {
+    } else if (waited || nonblocking(fd, flags, mode_)) {
       // Nothing on the link. TCP after the peer's switch offset carries nothing but a
-      // resync frame (its link failed) or the end of its connection (it died).
+      // resync frame (its link failed) or the end of its connection (it died). A blocking
+      // call first waits: wait() spins on the link and then sleeps on TCP too, so only a
+      // call that found nothing while spinning pays for this look (a system call).
       char c;
       const ssize_t t = real().recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
       const int err = errno;
@@ -768,13 +768,9 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       }
     }
     if (got && !waitall) return ssize_t(got);
-    if (nonblocking(fd, flags)) return got ? ssize_t(got) : -EAGAIN;
-    if (!deadline_known) {
-      has_deadline = socket_deadline(fd, SO_RCVTIMEO, deadline);
-      deadline_known = true;
-    }
-    if (const int w = wait(fd, WaitFor::data, has_deadline, deadline); w < 0)
-      return got ? ssize_t(got) : w;
+    if (nonblocking(fd, flags, mode_)) return got ? ssize_t(got) : -EAGAIN;
+    if (const int w = wait(fd, WaitFor::data, deadline); w < 0) return got ? ssize_t(got) : w;
+    waited = true;
   }
 }
 
@@ -882,8 +878,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
   std::lock_guard tx(tx_lock_);
   const size_t total = iov_total(iov, iovcnt);
   size_t sent = 0;
-  bool deadline_known = false, has_deadline = false;
-  int64_t deadline = 0;
+  Deadline deadline(SO_SNDTIMEO, mode_);
   for (;;) {
     bool to_tcp;
     {
@@ -891,7 +886,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       progress_locked();
       if (write_shut_) return -EPIPE;
       if (tx_resync_pending()) {
-        const int rc = serve_resend(fd, nonblocking(fd, flags), true);
+        const int rc = serve_resend(fd, nonblocking(fd, flags, mode_), true);
         if (rc == -EAGAIN) return sent ? ssize_t(sent) : -EAGAIN;
         if (rc < 0) return sent ? ssize_t(sent) : rc;
       }
@@ -944,13 +939,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       }
       if (n != -EAGAIN) return sent ? ssize_t(sent) : n;
     }
-    if (nonblocking(fd, flags)) return sent ? ssize_t(sent) : -EAGAIN;
-    if (!deadline_known) {
-      has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
-      deadline_known = true;
-    }
-    if (const int w = wait(fd, WaitFor::space, has_deadline, deadline); w < 0)
-      return sent ? ssize_t(sent) : w;
+    if (nonblocking(fd, flags, mode_)) return sent ? ssize_t(sent) : -EAGAIN;
+    if (const int w = wait(fd, WaitFor::space, deadline); w < 0) return sent ? ssize_t(sent) : w;
   }
 }
 
@@ -1120,8 +1110,9 @@ bool Conn::still_our_socket(int fd) const noexcept {
   return fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == socket_ino_;
 }
 
-void Conn::set_socket(int fd) noexcept {
+void Conn::set_socket(int fd, SocketMode* mode) noexcept {
   log_fd_ = fd;
+  mode_ = mode;
   struct stat st;
   socket_ino_ = fstat(fd, &st) == 0 ? st.st_ino : 0;
 }

@@ -30,9 +30,11 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <mutex>
 
+#include "link_io.hpp"
 #include "verbs_cm.hpp"
 #include "verbs_wire.hpp"
 
@@ -71,7 +73,8 @@ class Conn final : public CmClient {
   // A connection still connecting long after it opened gives up (then true).
   bool stale(int64_t opened_ns, int64_t now_ns) noexcept;
   // The application's descriptor of the TCP socket, for logs and for close() to find it.
-  void set_socket(int fd) noexcept;
+  // `mode`: the socket's remembered O_NONBLOCK and timeouts (the Socket outlives us).
+  void set_socket(int fd, SocketMode* mode) noexcept;
 
   ssize_t send(int fd, const iovec* iov, int iovcnt, int flags);
   ssize_t recv(int fd, const iovec* iov, int iovcnt, int flags);
@@ -151,13 +154,16 @@ class Conn final : public CmClient {
   // The link failed: wakes every thread asleep on its wake-up set (progress lock held).
   void wake_waiters() noexcept;
   bool rx_on_tcp() const noexcept;
-  int wait(int fd, WaitFor what, bool has_deadline, int64_t deadline_ns);
+  // Spins on the link, then sleeps on the link and the TCP socket: 0 when something may
+  // have changed, -EAGAIN at the deadline, or -errno.
+  int wait(int fd, WaitFor what, link_io::Deadline& deadline);
   ssize_t recv_link(const iovec* iov, int iovcnt, bool peek) noexcept;
   // Serves the peer's downgrade: resends on TCP what it did not consume. 0 or -errno.
   // `sending`: the application sends next (a resync frame owed with nothing to resend goes
   // out only then).
   int serve_resend(int fd, bool nonblocking, bool sending) noexcept;
-  void drain_channel() noexcept;
+  // Takes (and acknowledges) up to `most` events off the completion channel.
+  void drain_channel(unsigned most = UINT_MAX) noexcept;
   // Tells the peer our link stream ended after link_consumed_ bytes (progress lock held).
   void post_downgrade() noexcept;
 
@@ -172,6 +178,7 @@ class Conn final : public CmClient {
   bool acceptor_ = false;
   bool downgrade_unsent_ = false;  // moved to TCP while the link was coming up
   int log_fd_ = -1;
+  SocketMode* mode_ = nullptr;
   ino_t socket_ino_ = 0;  // the TCP socket's inode: its descriptor may be another at close
   bool still_our_socket(int fd) const noexcept;
 

@@ -100,7 +100,7 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
       snprintf(why, why_len, "out of memory");
       return -ENOMEM;
     }
-    c->set_socket(s.slot->fd);
+    c->set_socket(s.slot->fd, &s.mode);
     const int rc = side == Side::client ? c->start_connector(key, &reason)
                                         : c->start_acceptor(key, &reason);
     if (rc < 0) {
