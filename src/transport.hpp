@@ -22,7 +22,7 @@ struct Socket;
 // Whether a transport can be used on this host at all, and if not, why (one sentence).
 struct Probe {
   bool available = false;
-  char reason[96] = {};
+  char reason[400] = {};  // the vendor link names each of its profiles
 };
 
 // The side of the connection the core is asking about.

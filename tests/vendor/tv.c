@@ -228,9 +228,9 @@ TV_API ssize_t tvrecvmsg(int fd, struct msghdr* msg, int flags) {
 }
 
 #ifndef TV_NO_POLL
+/* Takes kernel descriptors too, as rsocket's rpoll does (an rsocket fd and a kernel fd may
+ * be polled together): the vendor link's service sleeps on its eventfd through it. */
 TV_API int tvpoll(struct pollfd* fds, nfds_t nfds, int timeout) {
-  for (nfds_t i = 0; i < nfds; ++i)
-    if (fds[i].fd >= 0 && !tv_get(fds[i].fd)) return fail(EBADF);
   return poll(fds, nfds, timeout);
 }
 #endif
