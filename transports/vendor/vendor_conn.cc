@@ -122,12 +122,14 @@ void Conn::on_linked(int profile, int vfd) noexcept {
 
 void Conn::on_link_failed(int profile, const char* why, int err, bool retrying) noexcept {
   std::lock_guard lock(state_lock_);
-  char text[sizeof reason_];
-  snprintf(text, sizeof text, "%s: %s%s%s%s", Service::profile(size_t(profile)).name.c_str(), why,
-           err ? " (" : "", err ? strerrordesc_np(err) : "", err ? ")" : "");
-  LOG_DEBUG("fd=%d vendor: %s", log_fd_, text);
+  // Every profile's reason, in the order tried, as far as they fit.
+  const size_t used = strnlen(reason_, sizeof reason_);
+  snprintf(reason_ + used, sizeof reason_ - used, "%s%s: %s%s%s%s", used ? "; " : "",
+           Service::profile(size_t(profile)).name.c_str(), why, err ? " (" : "",
+           err ? strerrordesc_np(err) : "", err ? ")" : "");
+  LOG_DEBUG("fd=%d vendor: %s: %s", log_fd_, Service::profile(size_t(profile)).name.c_str(), why);
   if (retrying || (acceptor_ && --waiting_on_ > 0)) return;
-  if (state() == State::connecting) to_tcp_locked(text);
+  if (state() == State::connecting) state_.store(State::tcp, std::memory_order_release);
   notify();
 }
 
@@ -205,7 +207,7 @@ void Conn::take_peer_header(int fd) noexcept {
       // The vendor connection ended before the peer switched: its stream stays on TCP.
       if (header_got_ == 0) {
         peer_ = Peer::left;
-        return peer_left(fd);
+        return peer_left(fd, true);
       }
       return reset(fd, "the vendor connection ended inside the peer's stream header");
     }
@@ -223,12 +225,15 @@ void Conn::take_peer_header(int fd) noexcept {
     return;
   }
   peer_ = Peer::left;
-  peer_left(fd);
+  peer_left(fd, false);
 }
 
 // rx lock held (the tx lock is taken here: a sender never waits for the rx lock).
-void Conn::peer_left(int fd) noexcept {
+void Conn::peer_left(int fd, bool ended) noexcept {
   std::lock_guard tx(tx_lock_);
+  // The vendor connection just ended (the peer closed it, its stream never switched):
+  // our stream on it goes on until a send fails, as on a TCP connection the peer closed.
+  if (ended && tx_on_vendor()) return;
   if (tx_on_vendor()) {
     // Our bytes are in the peer's library, which the peer no longer reads.
     return reset(fd, "the peer left the vendor link while our stream was on it");
@@ -257,7 +262,7 @@ int Conn::take_resync_frame(int fd) noexcept {
   peer_resynced_ = true;
   LOG_DEBUG("fd=%d vendor: the peer left the link after %llu vendor bytes", log_fd_,
             static_cast<unsigned long long>(peer_vendor_end_));
-  peer_left(fd);
+  peer_left(fd, false);
   return 1;
 }
 

@@ -81,8 +81,9 @@ class Conn final : public ServiceClient {
   // Reads the peer's stream header if it is there (rx lock held). False if the vendor
   // connection ended or failed before it.
   void take_peer_header(int fd) noexcept;
-  // The peer left the link (its Leave header or ResyncFrame): our stream leaves too.
-  void peer_left(int fd) noexcept;
+  // The peer left the link (its Leave header or ResyncFrame, or `ended`: the vendor
+  // connection ended before its header): our stream leaves too.
+  void peer_left(int fd, bool ended) noexcept;
   // Reads the peer's ResyncFrame from TCP: 1 whole, 0 end of stream, -errno.
   int take_resync_frame(int fd) noexcept;
   bool rx_on_vendor() const noexcept;

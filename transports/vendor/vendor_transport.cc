@@ -77,6 +77,9 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
   int attach(Socket& s, Side side, Socket* listener, char* why, size_t why_len) noexcept override {
     vendors::Service* services[vendors::Conn::kMaxServices];
     int count = 0;
+    size_t skipped[vendors::Conn::kMaxServices];  // connector: profiles whose library failed
+    const char* skipped_why[vendors::Conn::kMaxServices];
+    int skipped_count = 0;
     if (side == Side::server) {
       auto* l = listener ? static_cast<Listeners*>(listener->listen_state[kVendor]) : nullptr;
       if (!l) {
@@ -122,6 +125,10 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
         char text[200];
         snprintf(text, sizeof text, "%s: %s", vendors::Service::profile(i).name.c_str(), reason);
         append(why, why_len, text);
+        if (skipped_count < vendors::Conn::kMaxServices) {
+          skipped[skipped_count] = i;
+          skipped_why[skipped_count++] = reason;
+        }
       }
       if (count == 0) {
         if (!why[0]) snprintf(why, why_len, "no vendor profile takes this address family");
@@ -138,6 +145,8 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
       snprintf(why, why_len, "out of memory");
       return -ENOMEM;
     }
+    // The profiles skipped before the first usable one head the connection's reasons.
+    for (int i = 0; i < skipped_count; ++i) c->on_link_failed(int(skipped[i]), skipped_why[i], 0, true);
     const char* reason = "";
     const int rc = c->start(s.slot->fd, side == Side::server, key, key.local, services, count, &reason);
     if (rc < 0) {
