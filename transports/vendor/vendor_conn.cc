@@ -122,11 +122,10 @@ void Conn::on_linked(int profile, int vfd) noexcept {
 
 void Conn::on_link_failed(int profile, const char* why, int err, bool retrying) noexcept {
   std::lock_guard lock(state_lock_);
-  // Every profile's reason, in the order tried, as far as they fit.
-  const size_t used = strnlen(reason_, sizeof reason_);
-  snprintf(reason_ + used, sizeof reason_ - used, "%s%s: %s%s%s%s", used ? "; " : "",
-           Service::profile(size_t(profile)).name.c_str(), why, err ? " (" : "",
-           err ? strerrordesc_np(err) : "", err ? ")" : "");
+  // The latest failure is the one that decided: the connection's reason names only that
+  // profile (every failure is in the debug log; `fastsock info` says why profiles are unusable).
+  snprintf(reason_, sizeof reason_, "%s: %s%s%s%s", Service::profile(size_t(profile)).name.c_str(),
+           why, err ? " (" : "", err ? strerrordesc_np(err) : "", err ? ")" : "");
   LOG_DEBUG("fd=%d vendor: %s: %s", log_fd_, Service::profile(size_t(profile)).name.c_str(), why);
   if (retrying || (acceptor_ && --waiting_on_ > 0)) return;
   if (state() == State::connecting) state_.store(State::tcp, std::memory_order_release);
@@ -199,33 +198,92 @@ ssize_t Conn::vendor_recv(const iovec* iov, int iovcnt, bool peek) noexcept {
 
 void Conn::take_peer_header(int fd) noexcept {
   if (peer_ != Peer::unknown || rx_left_ || state() != State::linked) return;
+  if (!read_peer_header(fd)) return;
+  wire::StreamHeader h;
+  memcpy(&h, header_in_, sizeof h);
+  if (h.kind == uint8_t(wire::Kind::ack)) {  // the peer read our Switch; its header follows
+    peer_acked_ = true;
+    header_got_ = 0;
+    if (!read_peer_header(fd)) return;
+    memcpy(&h, header_in_, sizeof h);
+  }
+  if (h.kind == uint8_t(wire::Kind::switch_at)) {
+    peer_ = Peer::switched;
+    peer_switch_at_ = wire::get_be(h.offset, 8);
+    carried_.store(true, std::memory_order_relaxed);
+    LOG_DEBUG("fd=%d vendor: the peer's stream continues on the vendor link after %llu bytes on TCP",
+              log_fd_, static_cast<unsigned long long>(peer_switch_at_));
+    // Tell the peer, so that it may leave the link cleanly later (vendor_wire.hpp, Ack).
+    // A sender holding the tx lock writes it at its next round instead.
+    ack_due_.store(true, std::memory_order_relaxed);
+    if (std::unique_lock tx(tx_lock_, std::try_to_lock); tx) send_ack_if_due(fd);
+    return;
+  }
+  if (h.kind != uint8_t(wire::Kind::leave))
+    return reset(fd, "the peer wrote a stream header of an unknown kind");
+  peer_ = Peer::left;
+  peer_left(fd, false);
+}
+
+bool Conn::read_peer_header(int fd) noexcept {
   while (header_got_ < sizeof header_in_) {
     const ssize_t n = api_->recv(vfd_, header_in_ + header_got_, sizeof header_in_ - header_got_,
                                  MSG_DONTWAIT);
-    if (n < 0 && would_block(errno)) return;
+    if (n < 0 && would_block(errno)) return false;
     if (n <= 0) {
       // The vendor connection ended before the peer switched: its stream stays on TCP.
       if (header_got_ == 0) {
         peer_ = Peer::left;
-        return peer_left(fd, true);
+        peer_left(fd, true);
+      } else {
+        reset(fd, "the vendor connection ended inside the peer's stream header");
       }
-      return reset(fd, "the vendor connection ended inside the peer's stream header");
+      return false;
     }
     header_got_ = uint8_t(header_got_ + n);
   }
   wire::StreamHeader h;
   memcpy(&h, header_in_, sizeof h);
-  if (memcmp(h.magic, wire::kHeaderMagic, 4) != 0 || h.version != wire::kVersion)
-    return reset(fd, "the peer wrote something other than a stream header");
-  if (h.kind == uint8_t(wire::Kind::switch_at)) {
-    peer_ = Peer::switched;
-    peer_switch_at_ = wire::get_be(h.offset, 8);
-    LOG_DEBUG("fd=%d vendor: the peer's stream continues on the vendor link after %llu bytes on TCP",
-              log_fd_, static_cast<unsigned long long>(peer_switch_at_));
-    return;
+  if (memcmp(h.magic, wire::kHeaderMagic, 4) != 0 || h.version != wire::kVersion) {
+    reset(fd, "the peer wrote something other than a stream header");
+    return false;
   }
-  peer_ = Peer::left;
-  peer_left(fd, false);
+  return true;
+}
+
+bool Conn::send_header(int fd, wire::Kind kind, uint64_t offset) noexcept {
+  wire::StreamHeader h{};
+  memcpy(h.magic, wire::kHeaderMagic, 4);
+  h.version = wire::kVersion;
+  h.kind = uint8_t(kind);
+  wire::put_be(h.offset, offset, 8);
+  const auto* p = reinterpret_cast<const uint8_t*>(&h);
+  size_t left = sizeof h;
+  // Nothing of our stream is on the connection yet, so its buffer takes 16 bytes at once;
+  // a library that makes room lazily gets a short, bounded wait.
+  for (int tries = 0; left > 0 && tries < 100; ++tries) {
+    const ssize_t n = api_->send(vfd_, p + sizeof h - left, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      left -= size_t(n);
+      continue;
+    }
+    if (n < 0 && !would_block(errno)) break;
+    pollfd w{vfd_, POLLOUT, 0};
+    (void)(poll_readiness_ ? api_->poll(&w, 1, 10) : real().poll(&w, 1, 10));
+  }
+  if (left == sizeof h) return false;
+  // Part of a header and nothing more: the peer could never read our stream again.
+  if (left > 0) reset(fd, "the vendor connection took only part of a stream header");
+  return left == 0;
+}
+
+void Conn::send_ack_if_due(int fd) noexcept {
+  if (!ack_due_.exchange(false, std::memory_order_relaxed)) return;
+  // Once our own Switch or Leave is out, raw bytes or nothing follow: no room for an Ack
+  // (the peer then cannot leave cleanly, and resets if it must leave: docs/vendor.md).
+  if (tx_switched_ || tx_left_ || state() != State::linked) return;
+  if (send_header(fd, wire::Kind::ack, 0))
+    LOG_DEBUG("fd=%d vendor: confirmed the peer's switch", log_fd_);
 }
 
 // rx lock held (the tx lock is taken here: a sender never waits for the rx lock).
@@ -320,6 +378,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
     const State st = state();
     if (st == State::broken) return sent ? ssize_t(sent) : -ECONNRESET;
     if (!tx_switched_ && !tx_left_ && st == State::linked) {
+      send_ack_if_due(fd);
+      if (state() == State::broken) continue;
       wire::StreamHeader h{};
       memcpy(h.magic, wire::kHeaderMagic, 4);
       h.version = wire::kVersion;
@@ -328,6 +388,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       memcpy(header_out_, &h, sizeof h);
       header_left_ = sizeof h;
       tx_switched_ = true;
+      carried_.store(true, std::memory_order_relaxed);
       LOG_DEBUG("fd=%d vendor: sends through %s after %llu bytes on TCP", log_fd_,
                 svc_->profile().name.c_str(), static_cast<unsigned long long>(tcp_sent_));
     }
@@ -565,6 +626,13 @@ void Conn::downgrade(int fd, const char* why) noexcept {
     return reset(fd, text);
   }
   std::lock_guard tx(tx_lock_);
+  if (tx_on_vendor() && !peer_acked_) {
+    // The peer may not have read our Switch yet (a library may deliver it after TCP
+    // delivers what follows): it would take a resync frame on TCP for data.
+    char text[sizeof reason_];
+    snprintf(text, sizeof text, "%s before the peer confirmed our switch", why);
+    return reset(fd, text);
+  }
   rx_left_ = true;
   if (tx_on_vendor()) {
     wire::ResyncFrame f{};
@@ -584,11 +652,7 @@ void Conn::downgrade(int fd, const char* why) noexcept {
     LOG_DEBUG("fd=%d vendor: leaves the link after %llu vendor bytes (%s)", log_fd_,
               static_cast<unsigned long long>(vendor_sent_), why);
   } else if (!tx_switched_ && vfd_ >= 0 && state() == State::linked) {
-    wire::StreamHeader h{};
-    memcpy(h.magic, wire::kHeaderMagic, 4);
-    h.version = wire::kVersion;
-    h.kind = uint8_t(wire::Kind::leave);
-    (void)api_->send(vfd_, &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)send_header(fd, wire::Kind::leave, 0);
   }
   tx_left_ = true;
   std::lock_guard lock(state_lock_);

@@ -52,6 +52,12 @@ class Conn final : public ServiceClient {
 
   State state() const noexcept { return state_.load(std::memory_order_acquire); }
   const char* reason() const noexcept { return reason_; }
+  // A direction's stream is on the link (ours switched, or we read the peer's Switch).
+  bool carried() const noexcept { return carried_.load(std::memory_order_relaxed); }
+  const char* profile_name() const noexcept { return svc_ ? svc_->profile().name.c_str() : "?"; }
+  // For the stats slot: whether the fallback was reported, and (once) reporting it.
+  bool fallback_noted() const noexcept { return fallback_noted_.load(std::memory_order_relaxed); }
+  bool note_fallback_once() noexcept { return !fallback_noted_.exchange(true, std::memory_order_relaxed); }
   // Nothing of the connection is left on the link: the kernel socket alone carries it.
   bool settled() noexcept;
 
@@ -81,6 +87,14 @@ class Conn final : public ServiceClient {
   // Reads the peer's stream header if it is there (rx lock held). False if the vendor
   // connection ended or failed before it.
   void take_peer_header(int fd) noexcept;
+  // Reads one whole stream header into header_in_: false while it is incomplete, or when
+  // the vendor connection ended or failed (handled here).
+  bool read_peer_header(int fd) noexcept;
+  // Writes a whole stream header of `kind` (tx lock held, none of our stream written yet).
+  // False when it could not; a header written in part resets the connection.
+  bool send_header(int fd, wire::Kind kind, uint64_t offset) noexcept;
+  // Writes the Ack of the peer's Switch if one is due and our own header is not out yet.
+  void send_ack_if_due(int fd) noexcept;
   // The peer left the link (its Leave header or ResyncFrame, or `ended`: the vendor
   // connection ended before its header): our stream leaves too.
   void peer_left(int fd, bool ended) noexcept;
@@ -97,6 +111,9 @@ class Conn final : public ServiceClient {
   short arm(short vendor_events) noexcept;
 
   std::atomic<State> state_{State::connecting};
+  std::atomic<bool> carried_{false};
+  std::atomic<bool> fallback_noted_{false};
+  std::atomic<bool> ack_due_{false};  // the peer's Switch was read; our Ack is not out yet
   char reason_[112] = {};
   pid_t owner_pid_;
   bool acceptor_ = false;
@@ -124,6 +141,7 @@ class Conn final : public ServiceClient {
 
   // Receive direction (rx lock).
   Peer peer_ = Peer::unknown;
+  bool peer_acked_ = false;  // the peer read our Switch: a resync frame may follow it on TCP
   uint8_t header_in_[sizeof(wire::StreamHeader)] = {};
   uint8_t header_got_ = 0;
   uint64_t peer_switch_at_ = 0;

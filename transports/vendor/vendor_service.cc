@@ -22,6 +22,7 @@
 #include "log.hpp"
 #include "process.hpp"
 #include "real.hpp"
+#include "vendor_probe.hpp"
 
 namespace fastsock::vendors {
 
@@ -38,13 +39,21 @@ constexpr int kTickMs = 250;
 
 constexpr size_t kMaxProfiles = kMaxUserProfiles + 8;
 
+// A profile's probe result (vendor_probe.hpp), worked out once per process.
+struct Usability {
+  std::once_flag once;
+  bool ok = false;
+  char why[sizeof(Lib::reason)] = {};
+};
+
 struct Profiles {
   std::vector<Profile> list;
   std::vector<std::unique_ptr<LazyLib>> libs;
+  Usability usability[kMaxProfiles];
 };
 
-const Profiles& profiles() noexcept {
-  static const Profiles* p = [] {
+Profiles& profiles() noexcept {
+  static Profiles* const p = [] {
     auto* out = new Profiles;
     out->list = effective_profiles(config().vendor_profiles);
     if (out->list.size() > kMaxProfiles) out->list.resize(kMaxProfiles);
@@ -101,7 +110,17 @@ int library_socket(const Api& api, const Profile& p, const stats::Endpoint& ep,
 
 size_t Service::profile_count() noexcept { return profiles().list.size(); }
 const Profile& Service::profile(size_t index) noexcept { return profiles().list[index]; }
-const Lib& Service::library(size_t index) noexcept { return profiles().libs[index]->get(); }
+
+bool Service::usable(size_t index, const char** why) noexcept {
+  Profiles& all = profiles();
+  Usability& u = all.usability[index];
+  std::call_once(u.once, [&] {
+    u.ok = probe_profile(all.list[index], *all.libs[index], u.why, sizeof u.why);
+    if (!u.ok) LOG_DEBUG("vendor: profile %s is not usable: %s", all.list[index].name.c_str(), u.why);
+  });
+  *why = u.why;
+  return u.ok;
+}
 
 Service* Service::get(size_t index, const char** why) noexcept {
   if (index >= profile_count()) {
@@ -111,12 +130,9 @@ Service* Service::get(size_t index, const char** why) noexcept {
   if (Service* s = g_services[index].load(std::memory_order_acquire)) return s;
   std::lock_guard starting(g_start_lock);
   if (Service* s = g_services[index].load(std::memory_order_acquire)) return s;
+  if (!usable(index, why)) return nullptr;
   ReentryGuard guard;
-  const Lib& lib = library(index);
-  if (!lib.ok) {
-    *why = lib.reason;
-    return nullptr;
-  }
+  const Lib& lib = profiles().libs[index]->get();
   const int bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // not an interposed call
   if (bell < 0) {
     *why = "no descriptor for the service's bell";
@@ -362,11 +378,8 @@ void Service::connector_failed(ServiceClient* client, const stats::Endpoint& dst
   for (size_t j = index_ + 1; j < profile_count(); ++j) {
     if (socket_domain(profile(j), canonical_endpoint(dst).family) < 0) continue;
     const char* unusable = "";
-    Service* next = get(j, &unusable);
-    if (!next) {
-      client->on_link_failed(int(j), unusable, 0, true);
-      continue;
-    }
+    Service* next = usable(j, &unusable) ? get(j, &unusable) : nullptr;
+    if (!next) continue;  // unusable here (fastsock info), or no thread: not this one
     client->on_link_failed(int(index_), why, err, true);
     return next->start_connector(client, dst, key, nonce);
   }

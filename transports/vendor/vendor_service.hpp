@@ -54,9 +54,10 @@ class Service {
   // The effective profiles of this process (user profiles, then the built-ins).
   static size_t profile_count() noexcept;
   static const Profile& profile(size_t index) noexcept;
-  // Profile `index`'s library, loaded on first use (check Lib::ok and Lib::reason).
-  static const Lib& library(size_t index) noexcept;
-  // Profile `index`'s service, its thread running; nullptr with `why` when its library is
+  // Whether profile `index` can carry connections here (vendor_probe.hpp), probed once per
+  // process; `why` says why not (static text).
+  static bool usable(size_t index, const char** why) noexcept;
+  // Profile `index`'s service, its thread running; nullptr with `why` when the profile is
   // unusable or the thread cannot start.
   static Service* get(size_t index, const char** why) noexcept;
   // Profile `index`'s service if it runs in this process, else nullptr.

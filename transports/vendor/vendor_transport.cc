@@ -46,6 +46,7 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
     for (size_t i = 0; i < vendors::Service::profile_count() && l->count < vendors::Conn::kMaxServices; ++i) {
       const char* why = "";
       char text[160] = {};
+      if (!vendors::Service::usable(i, &why)) continue;  // no thread for a profile that cannot work
       vendors::Service* svc = vendors::Service::get(i, &why);
       void* handle = svc ? svc->listen(s.slot->local, text, sizeof text) : nullptr;
       if (!handle) {
@@ -77,9 +78,6 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
   int attach(Socket& s, Side side, Socket* listener, char* why, size_t why_len) noexcept override {
     vendors::Service* services[vendors::Conn::kMaxServices];
     int count = 0;
-    size_t skipped[vendors::Conn::kMaxServices];  // connector: profiles whose library failed
-    const char* skipped_why[vendors::Conn::kMaxServices];
-    int skipped_count = 0;
     if (side == Side::server) {
       auto* l = listener ? static_cast<Listeners*>(listener->listen_state[kVendor]) : nullptr;
       if (!l) {
@@ -111,27 +109,21 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
       return -ENOTCONN;
     }
     if (side == Side::client) {
-      // The first profile whose library loads and takes the family; the service tries
-      // the next ones if it cannot connect.
-      why[0] = '\0';
+      // The first usable profile that takes the family; the service tries the next ones
+      // if it cannot connect.
       const int family = canonical_endpoint(key.local).family;
+      const char* unusable = "no usable vendor profile takes this address family";
       for (size_t i = 0; i < vendors::Service::profile_count() && count == 0; ++i) {
         if (vendors::socket_domain(vendors::Service::profile(i), family) < 0) continue;
         const char* reason = "";
-        if (vendors::Service* svc = vendors::Service::get(i, &reason)) {
+        if (!vendors::Service::usable(i, &reason)) continue;  // fastsock info says why
+        if (vendors::Service* svc = vendors::Service::get(i, &reason))
           services[count++] = svc;
-          continue;
-        }
-        char text[200];
-        snprintf(text, sizeof text, "%s: %s", vendors::Service::profile(i).name.c_str(), reason);
-        append(why, why_len, text);
-        if (skipped_count < vendors::Conn::kMaxServices) {
-          skipped[skipped_count] = i;
-          skipped_why[skipped_count++] = reason;
-        }
+        else
+          unusable = reason;
       }
       if (count == 0) {
-        if (!why[0]) snprintf(why, why_len, "no vendor profile takes this address family");
+        snprintf(why, why_len, "%s", unusable);
         return -ENODEV;
       }
       // A connector's later profiles are found by the service; close() forgets through
@@ -145,8 +137,6 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
       snprintf(why, why_len, "out of memory");
       return -ENOMEM;
     }
-    // The profiles skipped before the first usable one head the connection's reasons.
-    for (int i = 0; i < skipped_count; ++i) c->on_link_failed(int(skipped[i]), skipped_why[i], 0, true);
     const char* reason = "";
     const int rc = c->start(s.slot->fd, side == Side::server, key, key.local, services, count, &reason);
     if (rc < 0) {
@@ -159,6 +149,7 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
     return 0;
   }
 
+  bool carries_at_attach() const noexcept override { return false; }
   bool peer_shares_cpu(Socket&) noexcept override { return false; }
   void option_set(Socket&, int, int, const void*, socklen_t) noexcept override {}
   void detach(Socket& s) noexcept override {
@@ -172,34 +163,49 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
  private:
   friend ConnTransport;
 
-  // A connection that stays on TCP after attaching (the handshake failed, was refused,
-  // never came, or an end left the link) says so in its stats slot, with the reason; once
-  // nothing is left on the link, its data calls go straight to the kernel again.
+  // The connection is reported on vendor once a direction's stream is on the link
+  // (carries_at_attach), and on tcp again, with the reason, when it stays on or goes back
+  // to TCP; once nothing is left on the link, its data calls go straight to the kernel.
   static void note_fallback(Socket& s) noexcept {
     vendors::Conn& c = conn(s);
     const vendors::Conn::State state = c.state();
+    if (state == vendors::Conn::State::linked) {
+      if (c.carried() && s.slot->transport == uint8_t(TransportId::tcp) && !c.fallback_noted()) {
+        s.slot->transport = uint8_t(TransportId::vendor);
+        LOG_DEBUG("fd=%d carried by vendor (%s)", s.slot->fd, c.profile_name());
+      }
+      return;
+    }
     if (state != vendors::Conn::State::tcp && state != vendors::Conn::State::broken) return;
     if (c.settled()) s.user_io.store(false, std::memory_order_relaxed);
-    if (s.slot->transport != uint8_t(TransportId::vendor)) return;  // already said
+    if (!c.note_fallback_once()) return;  // already said
     s.slot->transport = uint8_t(TransportId::tcp);
     snprintf(s.slot->reason, sizeof s.slot->reason, "vendor: %s", c.reason());
     LOG_DEBUG("fd=%d falls back to tcp (%s)", s.slot->fd, s.slot->reason);
   }
 };
 
-// Which profiles load here, and why the others do not (loads each library once).
+// Which profiles are usable here, and why the others are not: each is probed once per
+// process (vendor_probe.hpp), so the result is kept too. A connection's reason, when none
+// is, stays short; `fastsock info` shows the whole list.
 Probe probe_vendor() noexcept {
-  Probe p;
-  for (size_t i = 0; i < vendors::Service::profile_count(); ++i) {
-    const vendors::Lib& lib = vendors::Service::library(i);
-    char text[300];
-    snprintf(text, sizeof text, "%s: %s", vendors::Service::profile(i).name.c_str(),
-             lib.ok ? "loads" : lib.reason);
-    append(p.reason, sizeof p.reason, text);
-    p.available |= lib.ok;
-  }
-  if (vendors::Service::profile_count() == 0) snprintf(p.reason, sizeof p.reason, "no vendor profile");
-  return p;
+  static const Probe probe = [] {
+    Probe p;
+    const size_t n = vendors::Service::profile_count();
+    for (size_t i = 0; i < n; ++i) {
+      const char* why = "";
+      const bool ok = vendors::Service::usable(i, &why);
+      char text[300];
+      snprintf(text, sizeof text, "%s: %s", vendors::Service::profile(i).name.c_str(),
+               ok ? "usable" : why);
+      append(p.reason, sizeof p.reason, text);
+      p.available |= ok;
+    }
+    if (n == 0) snprintf(p.reason, sizeof p.reason, "no vendor profile");
+    else if (!p.available) snprintf(p.brief, sizeof p.brief, "none of its %zu profiles is usable here", n);
+    return p;
+  }();
+  return probe;
 }
 
 constexpr TransportEntry kEntry{TransportId::vendor, 20, probe_vendor,

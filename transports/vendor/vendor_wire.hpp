@@ -5,10 +5,12 @@
 // and stream. Acceptor → connector: Reply, then the acceptor's stream header and stream.
 // A stream header is written once, at the end's first send after the link came up (Switch:
 // "my stream left TCP after N bytes"), or when the end leaves the link before switching
-// (Leave). After a Switch the vendor connection carries raw stream bytes.
+// (Leave). After a Switch the vendor connection carries raw stream bytes. Before its own
+// header an end may write one Ack: "I have read your Switch" — the only proof a sender
+// has that its ResyncFrame on TCP will be looked for at its switch offset.
 // On TCP nothing is ever added, except one ResyncFrame right after a sender's switch offset
-// when it leaves the link deliberately (fork, exec, ...): the receiver knows that offset,
-// so it knows these 16 bytes for what they are.
+// when it leaves the link deliberately (fork, exec, ...), written only after the receiver's
+// Ack: the receiver knows that offset, so it knows these 16 bytes for what they are.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,7 @@ inline constexpr uint8_t kReplyMagic[4] = {'F', 'S', 'V', 'A'};
 enum class Kind : uint8_t {
   switch_at = 1,  // offset: bytes this end sent on TCP; raw stream bytes follow
   leave = 2,      // this end never switches: the peer must not switch either
+  ack = 3,        // this end has read the peer's Switch; its own header follows later
 };
 
 struct StreamHeader {
