@@ -8,6 +8,9 @@
 #                written by a thread: "poll ok" once both were reported
 #   fork         the client streams 1 MB, forks; the child streams 1 MB more, the parent
 #                closes its copy: the server reads 2 MB of the pattern, then the end
+#   forklate     (the server's library delivers late: TV_DELAY_MS) the client waits for
+#                the link, streams 64 KB and forks at once, before the server can have read
+#                its Switch: the server must see the pattern intact up to a reset
 #   forever      the client streams until killed; the server reports how the stream ended
 import os, select, socket, sys, threading, time
 from pattern_stream import PATTERN, expected, receive
@@ -43,7 +46,7 @@ if role == "server":
     time.sleep(0.5)  # the link comes up (or fails) before the data: it carries the stream
     if mode == "c2s" or mode == "forever":
         receive(s, 1 << 62)
-    elif mode == "fork":
+    elif mode == "fork" or mode == "forklate":
         receive(s, 1 << 62)
     elif mode == "s2c":
         send_pattern(s, 4 * MB)
@@ -113,6 +116,20 @@ else:
         s.close()
         _, status = os.waitpid(pid, 0)
         print(f"forked child status={status}", flush=True)
+    elif mode == "forklate":
+        time.sleep(2.5)  # the handshake, held back 1 s by the server's library, is done
+        send_pattern(s, 64 * 1024)  # fits the library's buffer: no wait for the reader
+        pid = os.fork()
+        if pid == 0:
+            try:
+                send_pattern(s, 64 * 1024, 64 * 1024)
+                s.shutdown(socket.SHUT_WR)
+            except OSError as e:
+                print(f"child: {e!r}", flush=True)
+            os._exit(0)
+        s.close()
+        os.waitpid(pid, 0)
+        print("forked", flush=True)
     elif mode == "forever":
         offset = 0
         while True:
