@@ -16,7 +16,8 @@
 #   fail_socket, fail_connect, nopoll
 #                 tvsocket fails, tvconnect fails, the library lacks tvpoll: the stream
 #                 stays on TCP, intact, with the reason recorded; `fastsock info` tells
-#                 why an unusable profile is (fail_socket, nopoll)
+#                 why an unusable profile is (fail_socket, nopoll), `fastsock stat` shows
+#                 the connection on tcp with the reason (fail_connect)
 #   drop          the vendor connection drops mid-stream: both ends see ECONNRESET
 #   chain         shm,vendor,tcp: shm takes the same-host connection
 source "$(dirname "$0")/lib.sh"
@@ -74,9 +75,23 @@ fi
 
 rc=0
 client_out=$WORK/client.out
-timeout -k 5 60 env "${client_env[@]}" LD_PRELOAD="$(preload_value)" FASTSOCK_LOG=debug \
-  FASTSOCK_LOG_FILE="$LOG" python3 "$here/vendor_peer.py" client "$port" "$mode" \
-  >"$client_out" 2>&1 || rc=$?
+if [[ $scenario == fail_connect ]]; then
+  # The connection stays open a while after its stream: fastsock stat shows it on tcp,
+  # with the reason.
+  env "${client_env[@]}" VENDOR_PEER_LINGER=5 LD_PRELOAD="$(preload_value)" FASTSOCK_LOG=debug \
+    FASTSOCK_LOG_FILE="$LOG" python3 "$here/vendor_peer.py" client "$port" "$mode" >"$client_out" 2>&1 &
+  client=$!
+  for ((i = 0; i < 100; i++)); do grep -q '^sent' "$client_out" && break; sleep 0.1; done
+  "$FASTSOCK_TOOL" stat "$client" >"$WORK/stat.out" 2>&1 || fail "fastsock stat failed: $(cat "$WORK/stat.out")"
+  grep -Eq 'client .* tcp +4194304 +0 +vendor: tv: connect\(\) failed \(Connection refused\)$' "$WORK/stat.out" ||
+    fail "fastsock stat does not show the client on tcp with the reason: $(cat "$WORK/stat.out")"
+  note "fastsock stat: $(grep -E 'client ' "$WORK/stat.out" | tr -s ' ')"
+  wait "$client" || rc=$?
+else
+  timeout -k 5 60 env "${client_env[@]}" LD_PRELOAD="$(preload_value)" FASTSOCK_LOG=debug \
+    FASTSOCK_LOG_FILE="$LOG" python3 "$here/vendor_peer.py" client "$port" "$mode" \
+    >"$client_out" 2>&1 || rc=$?
+fi
 if [[ $scenario == drop ]]; then
   wait "$server_bg" 2>/dev/null
   grep -q ConnectionResetError "$client_out" || fail "the client did not see ECONNRESET: $(tail -3 "$client_out")"
@@ -137,6 +152,11 @@ case $scenario in
     grep -q 'the peer left the link after' "$LOG" || fail "the server did not see the resync frame" ;;
   *)
     grep -q 'sends through tv' "$LOG" || fail "the stream did not go over the link"
+    # Reported on tcp while the handshake runs, on vendor only once a stream switched.
+    grep -Eq "fd=[0-9]+ client .* on tcp \((.*; )?vendor: handshake under way\)" "$LOG" ||
+      fail "the client's connection line does not say 'on tcp (vendor: handshake under way)'"
+    grep -Eq "fd=[0-9]+ carried by vendor \(tv\)" "$LOG" || fail "no 'carried by vendor (tv)' line"
+    grep -Eq "fd=[0-9]+ (client|server) .* on vendor" "$LOG" && fail "a connection was reported on vendor at attach"
     grep -q 'falls back to tcp' "$LOG" && fail "a connection fell back: $(grep 'falls back' "$LOG")" ;;
 esac
 log_assert_no_errors

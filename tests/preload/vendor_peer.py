@@ -93,6 +93,8 @@ else:
             assert recv_exact(s, 1) == b"k"
         s.shutdown(socket.SHUT_WR)
         print("sent", flush=True)
+        # VENDOR_PEER_LINGER=S: the connection stays open S seconds more (for fastsock stat).
+        time.sleep(float(os.environ.get("VENDOR_PEER_LINGER", "0")))
     elif mode == "s2c":
         receive(s, 1 << 62)
     elif mode == "chat":

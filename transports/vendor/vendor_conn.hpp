@@ -8,15 +8,18 @@
 //              Hello for this 4-tuple, come or to come, links it.
 //   Until linked, both ends send on TCP. After it, each end's next send first writes a
 //   Switch header (its TCP byte count) on the vendor connection, then raw bytes; the
-//   receiver reads TCP up to that count, then the vendor connection.
+//   receiver reads TCP up to that count, then the vendor connection. An end that reads the
+//   peer's Switch before its own header is out writes an Ack first.
 //
 // Leaving the link deliberately (Transport::downgrade): a sender whose stream switched
-// writes a ResyncFrame on TCP right after its switch offset, giving the vendor byte count;
-// one that had not switched writes a Leave header on the vendor connection so that the
-// peer never switches. The receiving direction can leave cleanly only when the peer's
-// stream is not on the link (the library holds its bytes; nothing keeps a copy to resend):
-// otherwise the connection is reset. A vendor connection that fails after a stream
-// switched resets the connection too (ECONNRESET both ends: the TCP connection is reset).
+// writes a ResyncFrame on TCP right after its switch offset, giving the vendor byte count —
+// only once the peer's Ack says it read the Switch (else it could take the frame for
+// data): without the Ack the connection is reset. One that had not switched writes a
+// Leave header on the vendor connection so that the peer never switches. The receiving
+// direction can leave cleanly only when the peer's stream is not on the link (the library
+// holds its bytes; nothing keeps a copy to resend): otherwise the connection is reset. A
+// vendor connection that fails after a stream switched resets the connection too
+// (ECONNRESET both ends: the TCP connection is reset). docs/vendor.md, "Failure".
 #pragma once
 
 #include <poll.h>
@@ -58,6 +61,9 @@ class Conn final : public ServiceClient {
   // For the stats slot: whether the fallback was reported, and (once) reporting it.
   bool fallback_noted() const noexcept { return fallback_noted_.load(std::memory_order_relaxed); }
   bool note_fallback_once() noexcept { return !fallback_noted_.exchange(true, std::memory_order_relaxed); }
+  // How much of the stats slot's reason the links skipped before vendor wrote.
+  void set_skipped_reasons_len(size_t len) noexcept { skipped_reasons_len_ = len; }
+  size_t skipped_reasons_len() const noexcept { return skipped_reasons_len_; }
   // Nothing of the connection is left on the link: the kernel socket alone carries it.
   bool settled() noexcept;
 
@@ -115,6 +121,7 @@ class Conn final : public ServiceClient {
   std::atomic<bool> fallback_noted_{false};
   std::atomic<bool> ack_due_{false};  // the peer's Switch was read; our Ack is not out yet
   char reason_[112] = {};
+  size_t skipped_reasons_len_ = 0;
   pid_t owner_pid_;
   bool acceptor_ = false;
   int log_fd_ = -1;

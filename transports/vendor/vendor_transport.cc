@@ -146,6 +146,11 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
       return rc;
     }
     s.link_state = c;
+    // Reported on tcp until a stream switches (carries_at_attach): the slot says why
+    // meanwhile, after the reasons of the links skipped before this one, which
+    // note_fallback gives back alone once the link carries the connection.
+    c->set_skipped_reasons_len(strnlen(s.slot->reason, sizeof s.slot->reason));
+    append(s.slot->reason, sizeof s.slot->reason, "vendor: handshake under way");
     return 0;
   }
 
@@ -172,6 +177,7 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
     if (state == vendors::Conn::State::linked) {
       if (c.carried() && s.slot->transport == uint8_t(TransportId::tcp) && !c.fallback_noted()) {
         s.slot->transport = uint8_t(TransportId::vendor);
+        s.slot->reason[c.skipped_reasons_len()] = '\0';
         LOG_DEBUG("fd=%d carried by vendor (%s)", s.slot->fd, c.profile_name());
       }
       return;
