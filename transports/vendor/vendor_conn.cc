@@ -100,10 +100,7 @@ void Conn::on_linked(int profile, int vfd) noexcept {
   poll_readiness_ = svc_->poll_readiness();
   if (state() != State::connecting) {
     // Moved to TCP meanwhile (fork, exec, ...): the peer must never switch.
-    wire::StreamHeader h{};
-    memcpy(h.magic, wire::kHeaderMagic, 4);
-    h.version = wire::kVersion;
-    h.kind = uint8_t(wire::Kind::leave);
+    const wire::StreamHeader h = wire::stream_header(wire::Kind::leave, 0);
     (void)api_->send(vfd, &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
     return;
   }
@@ -252,11 +249,7 @@ bool Conn::read_peer_header(int fd) noexcept {
 }
 
 bool Conn::send_header(int fd, wire::Kind kind, uint64_t offset) noexcept {
-  wire::StreamHeader h{};
-  memcpy(h.magic, wire::kHeaderMagic, 4);
-  h.version = wire::kVersion;
-  h.kind = uint8_t(kind);
-  wire::put_be(h.offset, offset, 8);
+  const wire::StreamHeader h = wire::stream_header(kind, offset);
   const auto* p = reinterpret_cast<const uint8_t*>(&h);
   size_t left = sizeof h;
   // Nothing of our stream is on the connection yet, so its buffer takes 16 bytes at once;
@@ -380,11 +373,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
     if (!tx_switched_ && !tx_left_ && st == State::linked) {
       send_ack_if_due(fd);
       if (state() == State::broken) continue;
-      wire::StreamHeader h{};
-      memcpy(h.magic, wire::kHeaderMagic, 4);
-      h.version = wire::kVersion;
-      h.kind = uint8_t(wire::Kind::switch_at);
-      wire::put_be(h.offset, tcp_sent_, 8);
+      const wire::StreamHeader h = wire::stream_header(wire::Kind::switch_at, tcp_sent_);
       memcpy(header_out_, &h, sizeof h);
       header_left_ = sizeof h;
       tx_switched_ = true;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace fastsock::vendors::wire {
 
@@ -81,6 +82,15 @@ inline constexpr uint8_t kResyncMagic[4] = {'F', 'S', 'V', 'R'};
 
 inline void put_be(uint8_t* p, uint64_t v, int bytes) {
   for (int i = bytes - 1; i >= 0; --i, v >>= 8) p[i] = uint8_t(v);
+}
+
+inline StreamHeader stream_header(Kind kind, uint64_t offset) {
+  StreamHeader h{};
+  memcpy(h.magic, kHeaderMagic, 4);
+  h.version = kVersion;
+  h.kind = uint8_t(kind);
+  put_be(h.offset, offset, 8);
+  return h;
 }
 inline uint64_t get_be(const uint8_t* p, int bytes) {
   uint64_t v = 0;
