@@ -44,7 +44,7 @@ bool try_attach(void* context, TransportId id, char* why, size_t why_len) noexce
   const TransportEntry* entry = find_transport(id);
   Probe probe = entry->probe();
   if (!probe.available) {
-    snprintf(why, why_len, "%s", probe.reason);
+    snprintf(why, why_len, "%s", probe.brief[0] ? probe.brief : probe.reason);
     return false;
   }
   return entry->instance().attach(*ctx.socket, ctx.side, ctx.listener, why, why_len) == 0;
@@ -154,8 +154,8 @@ void choose_link(Socket& s, Side side, Socket* listener) noexcept {
                  len ? reinterpret_cast<const sockaddr*>(&rule_addr) : nullptr, is_registered,
                  try_attach, &ctx};
   TransportId id = walk_chain(in, slot.reason, sizeof slot.reason);
-  slot.transport = uint8_t(id);
   s.link = &find_transport(id)->instance();
+  slot.transport = uint8_t(s.link->carries_at_attach() ? id : TransportId::tcp);
   s.user_io.store(!s.link->kernel_carries_data(), std::memory_order_relaxed);
 }
 

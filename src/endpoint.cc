@@ -57,4 +57,20 @@ void format_endpoint(const stats::Endpoint& ep, char* out, size_t out_len) noexc
     snprintf(out, out_len, "?");
 }
 
+stats::Endpoint canonical_endpoint(const stats::Endpoint& ep) noexcept {
+  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (ep.family != AF_INET6 || memcmp(ep.addr, kMapped, 12) != 0) return ep;
+  stats::Endpoint v4{};
+  v4.family = AF_INET;
+  v4.port = ep.port;
+  memcpy(v4.addr, ep.addr + 12, 4);
+  return v4;
+}
+
+bool same_endpoint(const stats::Endpoint& a, const stats::Endpoint& b) noexcept {
+  const stats::Endpoint x = canonical_endpoint(a), y = canonical_endpoint(b);
+  const size_t n = x.family == AF_INET ? 4 : 16;
+  return x.family == y.family && x.port == y.port && memcmp(x.addr, y.addr, n) == 0;
+}
+
 }  // namespace fastsock

@@ -18,4 +18,10 @@ socklen_t sockaddr_from(const stats::Endpoint& ep, sockaddr_storage& out) noexce
 // "127.0.0.1:80", "[::1]:80", or "?" for an unknown family. Always NUL-terminates.
 void format_endpoint(const stats::Endpoint& ep, char* out, size_t out_len) noexcept;
 
+// An IPv4-mapped IPv6 endpoint as the IPv4 one it is (a v6 socket talking to a v4
+// listener sees ::ffff:a.b.c.d where the listener sees a.b.c.d); others unchanged.
+stats::Endpoint canonical_endpoint(const stats::Endpoint& ep) noexcept;
+// Same family, address and port, once both are canonical.
+bool same_endpoint(const stats::Endpoint& a, const stats::Endpoint& b) noexcept;
+
 }  // namespace fastsock

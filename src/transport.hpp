@@ -22,7 +22,10 @@ struct Socket;
 // Whether a transport can be used on this host at all, and if not, why (one sentence).
 struct Probe {
   bool available = false;
-  char reason[96] = {};
+  char reason[400] = {};  // the vendor link names each of its profiles
+  // What a connection's reason says when the link is unusable, when `reason` is too long
+  // for a stats slot (the vendor link's list of profiles); empty: `reason`.
+  char brief[64] = {};
 };
 
 // The side of the connection the core is asking about.
@@ -50,6 +53,10 @@ class Transport {
   // connection, `listener` is the listening socket's Socket (else nullptr).
   virtual int attach(Socket& s, Side side, Socket* listener, char* why,
                      size_t why_len) noexcept = 0;
+  // Whether the connection is reported on this link (stats, log) as soon as it attached.
+  // A link whose own connection is made after attach and may never come (vendor) says
+  // no: the connection is reported on tcp until the link really carries it.
+  virtual bool carries_at_attach() const noexcept { return true; }
 
   // True when the kernel socket itself carries the data: the core then calls the real libc
   // entry point the application called, unchanged, so every flag keeps the kernel's meaning.

@@ -10,6 +10,9 @@ const TransportEntry& shm_transport_entry() noexcept;
 #if FASTSOCK_HAVE_VERBS_LIBS
 const TransportEntry& verbs_transport_entry() noexcept;
 #endif
+#if FASTSOCK_HAVE_VENDOR
+const TransportEntry& vendor_transport_entry() noexcept;
+#endif
 
 const TransportEntry* find_transport(TransportId id) noexcept {
   switch (id) {
@@ -21,7 +24,12 @@ const TransportEntry* find_transport(TransportId id) noexcept {
 #else
       return nullptr;
 #endif
-    case TransportId::vendor: return nullptr;
+    case TransportId::vendor:
+#if FASTSOCK_HAVE_VENDOR
+      return &vendor_transport_entry();
+#else
+      return nullptr;
+#endif
   }
   return nullptr;
 }
@@ -32,7 +40,7 @@ const char* missing_transport_reason(TransportId id) noexcept {
     case TransportId::verbs:
       return "not in this build (built without libibverbs-dev/librdmacm-dev)";
     case TransportId::vendor:
-      return "not in this build (vendor adapters are not implemented yet)";
+      return "not in this build (configured with -Dvendor=disabled)";
     case TransportId::tcp: return "";
   }
   return "";

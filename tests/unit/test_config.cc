@@ -663,7 +663,7 @@ TEST_CASE("rules file: malformed vendor profiles force pass-through", "[config][
   CHECK(c.vendor_profiles.empty());
   CHECK(c.error ==
         "rules file line 2: unknown key 'colour' (valid: library, names, optional, family, "
-        "sockaddr-family, ipv6, readiness, port-offset)");
+        "sockaddr-family, ipv6, readiness, port-offset, needs)");
 
   c = config_with({{"FASTSOCK_RULES", "/etc/r"}}, "vendor\n");
   CHECK(c.error == "rules file line 1: a vendor profile needs a name and library=, names=");

@@ -94,11 +94,19 @@ TEST_CASE("the tcp transport is registered, available, and moves byte ranges") {
   close(lfd);
 }
 
-TEST_CASE("shm is always built; verbs when rdma-core was found; others say why not") {
+TEST_CASE("shm is always built; verbs when rdma-core was found; vendor unless disabled") {
   REQUIRE(find_transport(TransportId::shm) != nullptr);
   CHECK(find_transport(TransportId::shm)->instance().id() == TransportId::shm);
+#if FASTSOCK_HAVE_VENDOR
+  REQUIRE(find_transport(TransportId::vendor) != nullptr);
+  CHECK(find_transport(TransportId::vendor)->instance().id() == TransportId::vendor);
+  // The probe names every profile: the built-in ones at least.
+  CHECK(std::string(find_transport(TransportId::vendor)->probe().reason).find("rsocket: ") !=
+        std::string::npos);
+#else
   CHECK(find_transport(TransportId::vendor) == nullptr);
   CHECK(std::string(missing_transport_reason(TransportId::vendor)).find("not in this build") == 0);
+#endif
 #if FASTSOCK_HAVE_VERBS_LIBS
   REQUIRE(find_transport(TransportId::verbs) != nullptr);
   CHECK(find_transport(TransportId::verbs)->instance().id() == TransportId::verbs);

@@ -5,6 +5,7 @@
 // The test library is described by a user profile in a rules file, parsed by the library's
 // own configuration parser: the path a user profile takes in production.
 #include "vendor_lib.hpp"
+#include "vendor_probe.hpp"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -276,6 +277,44 @@ TEST_CASE("load: the built-in profiles on this host", "[vendor][lib][builtin]") 
     const std::string reason = lib.reason;
     CHECK((reason == "libksupersockets.so is not installed" ||
            reason.find("AddressSanitizer") != std::string::npos));
+  }
+}
+
+TEST_CASE("probe_profile: the needed path first, then the library, then one socket",
+          "[vendor][probe]") {
+  TvDir dir;
+  char why[224] = {};
+  {
+    LazyLib lazy(tv_profile());
+    CHECK(probe_profile(lazy.profile(), lazy, why, sizeof why));
+  }
+  {  // a device directory that is missing, or empty: the library is not even loaded
+    char empty[] = "/tmp/fastsock-needs-XXXXXX";
+    REQUIRE(::mkdtemp(empty) != nullptr);
+    for (const std::string needs : {std::string(empty) + "/absent", std::string(empty)}) {
+      INFO(needs);
+      LazyLib lazy(profile_from_rules("vendor tv library=/nonexistent/libtv.so names=prefix:tv needs=" + needs));
+      CHECK_FALSE(probe_profile(lazy.profile(), lazy, why, sizeof why));
+      CHECK(std::string(why) == "no device (" + needs + " is missing or empty)");
+    }
+    ::rmdir(empty);
+  }
+  {  // the path is there: the library's own reason
+    LazyLib lazy(profile_from_rules("vendor tv library=/nonexistent/libtv.so names=prefix:tv needs=/tmp"));
+    CHECK_FALSE(probe_profile(lazy.profile(), lazy, why, sizeof why));
+    CHECK(std::string(why) == "/nonexistent/libtv.so is not installed");
+  }
+  {  // loads, but its socket() fails: unusable
+    ScopedEnv fail("TV_FAIL_SOCKET", "1");
+    LazyLib lazy(tv_profile());
+    CHECK_FALSE(probe_profile(lazy.profile(), lazy, why, sizeof why));
+    CHECK(std::string(why) == "socket(2) failed (Network is down)");
+  }
+  for (const Profile& p : builtin_profiles()) {
+    if (p.name != "sockets-mx" || asan_in_process()) continue;
+    LazyLib lazy(p);  // libc loads; AF_MYRI does not exist on this kernel
+    CHECK_FALSE(probe_profile(p, lazy, why, sizeof why));
+    CHECK(std::string(why) == "socket(27) failed (Address family not supported by protocol)");
   }
 }
 

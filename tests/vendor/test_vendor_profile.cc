@@ -83,6 +83,7 @@ TEST_CASE("built-in profiles are valid and say what the vendors document",
   CHECK(rs.readiness == Readiness::vendor_poll);
   CHECK(rs.address.socket_family == 0);
   CHECK(rs.address.ipv6);
+  CHECK(rs.needs == "/sys/class/infiniband");  // no device, no dlopen of librdmacm
   CHECK(symbol_name(rs, Entry::socket) == "rsocket");
   CHECK(symbol_name(rs, Entry::connect) == "rconnect");
   CHECK(symbol_name(rs, Entry::poll) == "rpoll");
@@ -116,8 +117,9 @@ TEST_CASE("entry names are POSIX's, in Entry's order", "[vendor][profile]") {
 TEST_CASE("parse_profile: a full profile and the defaults", "[vendor][profile][parse]") {
   const Profile p = parsed(
       "tv library=/opt/tv/libtv.so,libtv.so.1 names=prefix:tv optional=sendmsg,recvmsg,fcntl "
-      "family=40 sockaddr-family=vendor ipv6=no readiness=fd port-offset=1000");
+      "family=40 sockaddr-family=vendor ipv6=no readiness=fd port-offset=1000 needs=/dev/tv0");
   CHECK(p.name == "tv");
+  CHECK(p.needs == "/dev/tv0");
   CHECK(p.libraries == std::vector<std::string>{"/opt/tv/libtv.so", "libtv.so.1"});
   CHECK(p.naming == Naming::prefix);
   CHECK(p.prefix == "tv");
@@ -155,8 +157,10 @@ TEST_CASE("parse_profile: malformed profiles say what is wrong", "[vendor][profi
   CHECK(parse_error("x library=l") == "profile 'x' lacks names=plain|prefix:<prefix>");
   CHECK(parse_error("x library=l names=plain colour=red") ==
         "unknown key 'colour' (valid: library, names, optional, family, sockaddr-family, ipv6, "
-        "readiness, port-offset)");
+        "readiness, port-offset, needs)");
   CHECK(parse_error("x library=l names=plain names=plain") == "key 'names' is given twice");
+  CHECK(parse_error("x library=l names=plain needs=dev/tv0") ==
+        "invalid needs='dev/tv0' (expected an absolute path of at most 1024 bytes)");
   CHECK(parse_error("x library=l names=plain stray") == "expected <key>=<value>, got 'stray'");
   CHECK(parse_error("x library= names=plain") == "empty value for library=");
   CHECK(parse_error("x library=a,,b names=plain") == "empty item in library='a,,b'");

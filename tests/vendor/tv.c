@@ -15,6 +15,10 @@
  *                      reaches N sends only up to N, then both directions are shut down;
  *                      later sends fail with ECONNRESET, and the peer reads N bytes, then
  *                      end of stream
+ *   TV_DELAY_MS=N      the library delivers late, as one over a fabric may (rsocket) while
+ *                      TCP has long delivered what was sent after: bytes that arrive on an
+ *                      idle connection are held back N ms (tvrecv, tvrecvmsg: EAGAIN, or a
+ *                      sleep when blocking; tvpoll does not report them readable before)
  * Built twice: libtv.so with every entry point, and libtv_nopoll.so without tvpoll
  * (-DTV_NO_POLL), for the "library lacks a symbol" case.
  *
@@ -32,6 +36,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TV_API __attribute__((visibility("default")))
@@ -41,6 +46,7 @@ struct tv_sock {
   int family;                 /* 0: not a tv socket */
   unsigned long long sent;    /* bytes sent, for TV_DROP_AFTER */
   int dropped;
+  long long readable_since_ms;  /* TV_DELAY_MS: when fresh bytes were first seen, or 0 */
   char bound[sizeof(((struct sockaddr_un*)0)->sun_path)];
 };
 static struct tv_sock g_socks[TV_MAX_FDS];
@@ -68,6 +74,48 @@ static long long drop_after(void) {
 static int fail(int err) {
   errno = err;
   return -1;
+}
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* TV_DELAY_MS, or 0. */
+static long long delay_ms(void) {
+  const char* v = getenv("TV_DELAY_MS");
+  return v && *v ? atoll(v) : 0;
+}
+
+static int kernel_readable(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
+/* TV_DELAY_MS: how long `s`'s bytes are still held back (0: deliverable now). */
+static long long held_ms(int fd, struct tv_sock* s) {
+  const long long delay = delay_ms();
+  if (delay <= 0 || !kernel_readable(fd)) return 0;
+  const long long now = now_ms();
+  if (s->readable_since_ms == 0) s->readable_since_ms = now;
+  const long long left = s->readable_since_ms + delay - now;
+  return left > 0 ? left : 0;
+}
+
+/* Before a receive: waits out (blocking) or refuses (non-blocking) held-back bytes. */
+static int deliver_late(int fd, struct tv_sock* s, int flags) {
+  const long long left = held_ms(fd, s);
+  if (left == 0) return 0;
+  int nonblocking = (flags & MSG_DONTWAIT) || (fcntl(fd, F_GETFL) & O_NONBLOCK);
+  if (nonblocking) return fail(EAGAIN);
+  usleep((useconds_t)(left * 1000));
+  return 0;
+}
+
+/* After a receive: bytes that arrive on the drained connection wait again. */
+static void received(int fd, struct tv_sock* s) {
+  if (!kernel_readable(fd)) s->readable_since_ms = 0;
 }
 
 /* The socket file for addr (or its wildcard form when `wildcard`), into `out`. */
@@ -198,8 +246,12 @@ TV_API ssize_t tvsend(int fd, const void* buf, size_t len, int flags) {
 }
 
 TV_API ssize_t tvrecv(int fd, void* buf, size_t len, int flags) {
-  if (!tv_get(fd)) return fail(EBADF);
-  return recv(fd, buf, len, flags);
+  struct tv_sock* s = tv_get(fd);
+  if (!s) return fail(EBADF);
+  if (deliver_late(fd, s, flags) < 0) return -1;
+  ssize_t r = recv(fd, buf, len, flags);
+  received(fd, s);
+  return r;
 }
 
 TV_API ssize_t tvsendmsg(int fd, const struct msghdr* msg, int flags) {
@@ -223,15 +275,38 @@ TV_API ssize_t tvsendmsg(int fd, const struct msghdr* msg, int flags) {
 }
 
 TV_API ssize_t tvrecvmsg(int fd, struct msghdr* msg, int flags) {
-  if (!tv_get(fd)) return fail(EBADF);
-  return recvmsg(fd, msg, flags);
+  struct tv_sock* s = tv_get(fd);
+  if (!s) return fail(EBADF);
+  if (deliver_late(fd, s, flags) < 0) return -1;
+  ssize_t r = recvmsg(fd, msg, flags);
+  received(fd, s);
+  return r;
 }
 
 #ifndef TV_NO_POLL
+/* Takes kernel descriptors too, as rsocket's rpoll does (an rsocket fd and a kernel fd may
+ * be polled together): the vendor link's service sleeps on its eventfd through it. */
 TV_API int tvpoll(struct pollfd* fds, nfds_t nfds, int timeout) {
-  for (nfds_t i = 0; i < nfds; ++i)
-    if (fds[i].fd >= 0 && !tv_get(fds[i].fd)) return fail(EBADF);
-  return poll(fds, nfds, timeout);
+  for (;;) {
+    int n = poll(fds, nfds, timeout);
+    if (n <= 0 || delay_ms() <= 0) return n;
+    /* Held-back bytes are not readable yet: hide them, and look again when they are. */
+    long long wait = -1;
+    n = 0;
+    for (nfds_t i = 0; i < nfds; ++i) {
+      struct tv_sock* s = tv_get(fds[i].fd);
+      long long left = s && (fds[i].revents & POLLIN) ? held_ms(fds[i].fd, s) : 0;
+      if (left > 0) {
+        fds[i].revents &= (short)~POLLIN;
+        if (wait < 0 || left < wait) wait = left;
+      }
+      if (fds[i].revents) ++n;
+    }
+    if (n > 0 || wait < 0) return n;
+    if (timeout >= 0 && timeout < wait) wait = timeout;  /* a caller's timeout comes first */
+    usleep((useconds_t)(wait * 1000));
+    if (timeout >= 0 && (timeout -= (int)wait) <= 0) return 0;
+  }
 }
 #endif
 

@@ -16,7 +16,7 @@ constexpr std::string_view kEntryNames[kEntryCount] = {
     "recvmsg", "poll", "close", "shutdown", "setsockopt", "getsockopt", "fcntl"};
 
 constexpr std::string_view kValidKeys =
-    "library, names, optional, family, sockaddr-family, ipv6, readiness, port-offset";
+    "library, names, optional, family, sockaddr-family, ipv6, readiness, port-offset, needs";
 
 // Linux's socket families are small numbers (AF_MAX is 46 in 2024); 1023 leaves room for a
 // vendor's private number without letting a typo pass as one.
@@ -132,7 +132,7 @@ bool parse_field(std::string_view field, Profile& p, uint16_t& seen, std::string
   const std::string_view key = field.substr(0, eq), v = field.substr(eq + 1);
   static constexpr std::string_view kKeys[] = {"library", "names", "optional",
                                                "family",  "sockaddr-family", "ipv6",
-                                               "readiness", "port-offset"};
+                                               "readiness", "port-offset", "needs"};
   int index = -1;
   for (int i = 0; i < int(std::size(kKeys)); ++i)
     if (kKeys[i] == key) index = i;
@@ -171,6 +171,12 @@ bool parse_field(std::string_view field, Profile& p, uint16_t& seen, std::string
       p.address.port_offset = uint16_t(offset);
       return true;
     }
+    case 8:
+      if (v.size() > kMaxLibraryBytes || v[0] != '/')
+        return fail(error, "invalid needs=" + quote(v) + " (expected an absolute path of at most " +
+                               std::to_string(kMaxLibraryBytes) + " bytes)");
+      p.needs.assign(v);
+      return true;
   }
   return false;
 }
@@ -184,7 +190,7 @@ bool valid_name(std::string_view s, size_t max) {
 
 Profile make_builtin(std::string name, std::vector<std::string> libraries, Naming naming,
                      std::string prefix, EntryMask optional, AddressRule address,
-                     Readiness readiness) {
+                     Readiness readiness, std::string needs = "") {
   Profile p;
   p.name = std::move(name);
   p.libraries = std::move(libraries);
@@ -193,6 +199,7 @@ Profile make_builtin(std::string name, std::vector<std::string> libraries, Namin
   p.optional = optional;
   p.address = address;
   p.readiness = readiness;
+  p.needs = std::move(needs);
   p.builtin = true;
   return p;
 }
@@ -222,8 +229,10 @@ const std::vector<Profile>& builtin_profiles() {
     std::vector<Profile> v;
     // rdma-core's <rdma/rsocket.h> declares every entry below with an 'r' prefix, and
     // rsocket(7) lists PF_INET and PF_INET6; its descriptors work only with its own calls.
+    // librdmacm is installed on many hosts without an RDMA device, where rsocket() fails
+    // (ENODEV): the device directory the verbs link reads tells it without loading it.
     v.push_back(make_builtin("rsocket", {"librdmacm.so.1"}, Naming::prefix, "r", 0,
-                             AddressRule{}, Readiness::vendor_poll));
+                             AddressRule{}, Readiness::vendor_poll, "/sys/class/infiniband"));
     // Myricom's README for the Sockets-MX module: a kernel protocol family, AF_MYRI (27),
     // to which its preload library remaps AF_INET at socket(); the sockets are the kernel's.
     // So libc's own socket calls reach it, with domain 27. Assumed (not documented in what

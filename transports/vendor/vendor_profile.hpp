@@ -84,6 +84,10 @@ struct Profile {
   EntryMask optional = 0;              // entries the library may lack
   AddressRule address;
   Readiness readiness = Readiness::vendor_poll;
+  // A path that must exist (a directory: with at least one entry) before the library is
+  // even loaded: the cheap sign that the vendor's hardware is there (rsocket:
+  // /sys/class/infiniband). Empty: no such check.
+  std::string needs;
   bool builtin = false;
   int line = 0;                        // rules file line of a user profile, else 0
 };
@@ -107,7 +111,7 @@ const std::vector<Profile>& builtin_profiles();
 // Parses a profile from the fields that follow the `vendor` keyword of a rules file line:
 //   <name> library=<lib>[,<lib>...] names=plain|prefix:<p> [optional=<entry>[,<entry>...]]
 //          [family=same|<number>] [sockaddr-family=tcp|vendor] [ipv6=yes|no]
-//          [readiness=poll|fd] [port-offset=<0..65535>]
+//          [readiness=poll|fd] [port-offset=<0..65535>] [needs=<absolute path>]
 // On error writes one sentence (no trailing period, hostile text quoted) to `error`.
 bool parse_profile(std::string_view text, Profile& out, std::string& error);
 

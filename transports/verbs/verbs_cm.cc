@@ -44,30 +44,12 @@ int64_t now_ns() noexcept {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// IPv4-mapped IPv6 endpoints compare as the IPv4 ones they are: a v6 socket talking to a v4
-// listener sees ::ffff:a.b.c.d where the listener sees a.b.c.d.
-stats::Endpoint canonical(const stats::Endpoint& ep) noexcept {
-  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (ep.family != AF_INET6 || memcmp(ep.addr, kMapped, 12) != 0) return ep;
-  stats::Endpoint v4{};
-  v4.family = AF_INET;
-  v4.port = ep.port;
-  memcpy(v4.addr, ep.addr + 12, 4);
-  return v4;
-}
-
-bool same(const stats::Endpoint& a, const stats::Endpoint& b) noexcept {
-  const stats::Endpoint x = canonical(a), y = canonical(b);
-  const size_t n = x.family == AF_INET ? 4 : 16;
-  return x.family == y.family && x.port == y.port && memcmp(x.addr, y.addr, n) == 0;
-}
-
 bool same(const TcpKey& a, const TcpKey& b) noexcept {
-  return same(a.local, b.local) && same(a.peer, b.peer);
+  return same_endpoint(a.local, b.local) && same_endpoint(a.peer, b.peer);
 }
 
 bool is_loopback(const stats::Endpoint& raw) noexcept {
-  const stats::Endpoint ep = canonical(raw);
+  const stats::Endpoint ep = canonical_endpoint(raw);
   if (ep.family == AF_INET) return ep.addr[0] == 127;
   static const uint8_t kLoop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
   return ep.family == AF_INET6 && memcmp(ep.addr, kLoop6, 16) == 0;
@@ -430,7 +412,7 @@ void Cm::expire_parked() noexcept {
 
 bool Cm::awaited(const Listener& l) const noexcept {
   for (const Waiting& w : waiting_)
-    if (w.key.local.port == l.local.port && (l.any_address || same(w.key.local, l.local)))
+    if (w.key.local.port == l.local.port && (l.any_address || same_endpoint(w.key.local, l.local)))
       return true;
   return false;
 }
@@ -471,7 +453,7 @@ void* Cm::listen(const stats::Endpoint& local, const char** why) noexcept {
   }
   // A loopback listener is reached through this host's RDMA address (see connect), so it
   // listens on every address, like a wildcard one.
-  stats::Endpoint bind_ep = canonical(local);
+  stats::Endpoint bind_ep = canonical_endpoint(local);
   if (is_loopback(bind_ep) || is_wildcard(bind_ep)) {
     memset(bind_ep.addr, 0, sizeof bind_ep.addr);
   }
@@ -484,7 +466,7 @@ void* Cm::listen(const stats::Endpoint& local, const char** why) noexcept {
     return nullptr;
   }
   auto* listener = new (std::nothrow)
-      Listener{this, id, getpid(), canonical(local), is_loopback(bind_ep) || is_wildcard(bind_ep), 0};
+      Listener{this, id, getpid(), canonical_endpoint(local), is_loopback(bind_ep) || is_wildcard(bind_ep), 0};
   if (!listener || lib_->rdma_listen(id, 128) != 0) {
     *why = listener ? "rdma_listen failed" : "out of memory";
     delete listener;
@@ -557,7 +539,7 @@ int Cm::connect(CmClient* client, const stats::Endpoint& dst, rdma_cm_id** id_ou
       reinterpret_cast<sockaddr_in*>(&addr)->sin_port = port;
     else
       reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = port;
-  } else if (sockaddr_from(canonical(dst), addr) == 0) {
+  } else if (sockaddr_from(canonical_endpoint(dst), addr) == 0) {
     *why = "not an IP destination";
     return -EAFNOSUPPORT;
   }
