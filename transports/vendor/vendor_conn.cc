@@ -186,6 +186,12 @@ ssize_t Conn::vendor_recv(const iovec* iov, int iovcnt, bool peek) noexcept {
     msghdr m{};
     m.msg_iov = const_cast<iovec*>(iov);
     m.msg_iovlen = size_t(iovcnt);
+    // The flags go in msg_flags too: rsocket's rrecvmsg reads them from there and ignores
+    // its argument (rdma-core librdmacm/rsocket.c), so MSG_DONTWAIT was lost and a recv
+    // blocked inside the library, taking the completion events the service thread's rpoll
+    // sleeps on: streams stalled (iperf3 in the Soft-RoCE VM). Libraries that follow POSIX
+    // ignore msg_flags on input.
+    m.msg_flags = flags;
     return api_->recvmsg(vfd_, &m, flags);
   }
   for (int i = 0; i < iovcnt; ++i)
@@ -337,10 +343,18 @@ short Conn::arm(short vendor_events) noexcept {
 FASTSOCK_CANCELLATION_POINT
 int Conn::wait(int fd, short vendor_events, short tcp_events, bool has_deadline,
                int64_t deadline) {
-  arm(vendor_events);
-  pollfd p[2] = {{wake_, POLLIN, 0}, {fd, short(tcp_events | POLLRDHUP), 0}};
+  // A library seen only through its own poll: a blocking call sleeps in that poll itself,
+  // on the vendor descriptor beside the kernel ones (rpoll takes both), rather than asking
+  // the service thread to watch for it (rsocket then lost wake-ups: NPtcp stalled).
+  const bool direct = poll_readiness_ && vendor_events && vfd_ >= 0 && state() == State::linked;
+  if (!direct) arm(vendor_events);
+  pollfd p[3] = {{wake_, POLLIN, 0}, {fd, short(tcp_events | POLLRDHUP), 0}, {vfd_, vendor_events, 0}};
   // After TCP's end only the link is news (TCP would be readable for ever).
-  const nfds_t nfds = tcp_events == 0 && tcp_eof_ns_ ? 1 : 2;
+  nfds_t nfds = tcp_events == 0 && tcp_eof_ns_ ? 1 : 2;
+  if (direct) {
+    if (nfds == 1) p[1] = p[2];
+    ++nfds;
+  }
   int timeout_ms = -1;
   if (has_deadline) {
     const int64_t left = deadline - now_ns();
@@ -348,7 +362,7 @@ int Conn::wait(int fd, short vendor_events, short tcp_events, bool has_deadline,
     timeout_ms = int(std::min<int64_t>((left + 999'999) / 1'000'000, INT_MAX));
   }
   if (tcp_eof_ns_) timeout_ms = timeout_ms < 0 ? 100 : std::min(timeout_ms, 100);
-  const int rc = real().poll(p, nfds, timeout_ms);
+  const int rc = direct ? api_->poll(p, nfds, timeout_ms) : real().poll(p, nfds, timeout_ms);
   const int err = errno;
   after_wait();
   if (rc < 0) return -err;
