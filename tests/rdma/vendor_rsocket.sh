@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# vendor_rsocket.sh (runs in the Soft-RoCE VM): the vendor link's built-in rsocket profile
+# (librdmacm's rsocket, FASTSOCK_TRANSPORTS=vendor,tcp) carrying unmodified programs.
+#   - `fastsock info`: the rsocket profile is usable on this host (an RDMA device exists).
+#   - NPtcp in integrity mode (-i, messages up to 4 MiB, 3 repetitions) between two processes
+#     under the library: every size passes, and both ends of the data connection logged
+#     "carried by vendor (rsocket)" (NPtcp's connection lives long enough to switch: the
+#     handshake runs beside the first bytes, which go over TCP).
+#   - iperf3 for 3 s: both of its connections carried by rsocket, bytes counted.
+# Every connection goes to the VM's RDMA address: rsocket cannot route 127.0.0.1 over rxe.
+source "$(dirname "$0")/guest_lib.sh"
+rdma_test rdma_vendor_rsocket guest
+require_cmd NPtcp iperf3 python3
+[[ -f ${FASTSOCK_LIB:-} ]] || fail "FASTSOCK_LIB=${FASTSOCK_LIB:-} is not the library"
+
+work=$(mktemp -d /tmp/fastsock-rdma-vendor.XXXXXX)
+log=$work/fastsock.log
+export FASTSOCK_TRANSPORTS=vendor,tcp FASTSOCK_LOG=debug FASTSOCK_LOG_FILE=$log
+fail_details() { echo "--- fastsock log (last 30 lines)"; tail -30 "$log" 2>/dev/null; }
+
+reason=$(transport_field vendor reason)
+[[ $(transport_field vendor available) == true && $reason == *'rsocket: usable'* ]] ||
+  fail "fastsock info: the rsocket profile is not usable here: $reason"
+note "fastsock info: vendor $reason"
+
+# carried: "CONNECTIONS PROCESSES" that logged being carried by the rsocket profile (the
+# programs run under timeout, so their pids are not $!).
+carried() {
+  grep -oE "fastsock\[[0-9]+\] debug: fd=[0-9]+ carried by vendor \(rsocket\)" "$log" |
+    awk -F'[][]' '{ n++; p[$2] = 1 } END { printf "%d %d", n, length(p) }'
+}
+
+# NPtcp, integrity mode.
+(cd "$work" && exec env LD_PRELOAD="$FASTSOCK_LIB" timeout 240 NPtcp -P 22100 -i -u 4194304 -n 3) \
+  >"$work/np-rx.out" 2>&1 &
+rx=$!
+sleep 1
+(cd "$work" && exec env LD_PRELOAD="$FASTSOCK_LIB" timeout 240 NPtcp -h "$SOFTROCE_ADDR" -P 22100 \
+  -i -u 4194304 -n 3 -o "$work/np.out") >"$work/np-tx.out" 2>&1 &
+tx=$!
+wait "$tx" || fail "NPtcp transmitter exited with $?: $(tail -3 "$work/np-tx.out")"
+wait "$rx" || fail "NPtcp receiver exited with $?: $(tail -3 "$work/np-rx.out")"
+passed=$(grep -c 'Integrity check passed' "$work/np-tx.out")
+bad=$(cat "$work/np-tx.out" "$work/np-rx.out" | grep -ci 'integrity check failed\|error')
+((bad == 0)) || fail "NPtcp reported errors: $(grep -i 'failed\|error' "$work"/np-*.out | head -3)"
+((passed > 20)) || fail "only $passed sizes passed NPtcp's integrity check"
+read -r conns procs <<<"$(carried)"
+((conns >= 2 && procs == 2)) ||
+  fail "NPtcp's connection was not carried by rsocket at both ends ($conns ends in $procs processes)"
+note "NPtcp: $passed sizes passed the integrity check, both ends carried by rsocket"
+
+# iperf3: a control connection and a data connection, both through rsocket.
+: >"$log"
+env LD_PRELOAD="$FASTSOCK_LIB" timeout 60 iperf3 -s -1 -p 22101 >"$work/iperf-rx.out" 2>&1 &
+rx=$!
+sleep 1
+env LD_PRELOAD="$FASTSOCK_LIB" timeout 60 iperf3 -c "$SOFTROCE_ADDR" -p 22101 -t 3 --json \
+  >"$work/iperf-tx.json" 2>"$work/iperf-tx.err" &
+tx=$!
+wait "$tx" || fail "iperf3 client exited with $?: $(tail -3 "$work/iperf-tx.err")"
+wait "$rx" || fail "iperf3 server exited with $?: $(tail -3 "$work/iperf-rx.out")"
+received=$(python3 -c 'import json, sys
+print(int(json.load(open(sys.argv[1]))["end"]["sum_received"]["bytes"]))' "$work/iperf-tx.json") ||
+  fail "iperf3 wrote no result"
+((received > 0)) || fail "iperf3 received nothing"
+read -r conns procs <<<"$(carried)"
+((conns >= 4 && procs == 2)) ||
+  fail "iperf3's two connections were not carried by rsocket at both ends ($conns ends in $procs processes)"
+note "iperf3: $received bytes in 3 s, control and data connections carried by rsocket"
+rm -rf "$work"
