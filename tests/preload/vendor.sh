@@ -157,7 +157,11 @@ case $scenario in
       fail "the client's connection line does not say 'on tcp (vendor: handshake under way)'"
     grep -Eq "fd=[0-9]+ carried by vendor \(tv\)" "$LOG" || fail "no 'carried by vendor (tv)' line"
     grep -Eq "fd=[0-9]+ (client|server) .* on vendor" "$LOG" && fail "a connection was reported on vendor at attach"
-    grep -q 'falls back to tcp' "$LOG" && fail "a connection fell back: $(grep 'falls back' "$LOG")" ;;
+    # A chat can end before its handshake does: the end that closes first then tells the
+    # other it left the (still unused) link, which that end records. Any other fall-back fails.
+    fell_back=$(grep 'falls back to tcp' "$LOG" |
+      if [[ $scenario == chat ]]; then grep -v 'the peer left the vendor link'; else cat; fi)
+    [[ -z $fell_back ]] || fail "a connection fell back: $fell_back" ;;
 esac
 log_assert_no_errors
 note PASS
