@@ -10,13 +10,15 @@
 #   - perftest, the floor: ib_send_lat (half round trip of SENDs) and ib_write_bw (RDMA
 #     WRITE bandwidth) at a few sizes;
 #   - fastsock-pipe ping-pong, receiver and transmitter as separate processes, over kernel
-#     TCP, fastsock (FASTSOCK_TRANSPORTS=verbs,tcp) and rsocket's librspreload.so, each with
-#     --json; then `fastsock-pipe compare` prints per-size ratios against TCP and against
-#     rsocket (time for small sizes, bandwidth for large ones);
-#   - NPtcp over the same three, its latency (median of the 1-16 byte rows) and bandwidth
+#     TCP, fastsock's verbs link (FASTSOCK_TRANSPORTS=verbs,tcp), fastsock's vendor link
+#     through rsocket (the "adapter": FASTSOCK_TRANSPORTS=vendor,tcp, issue 7) and
+#     rsocket's own librspreload.so, each with --json; then `fastsock-pipe compare` prints
+#     per-size ratios (time for small sizes, bandwidth for large ones);
+#   - NPtcp over the same four, its latency (median of the 1-16 byte rows) and bandwidth
 #     (largest size).
 # Each run is checked for its link: fastsock's log must show the connection established over
-# RDMA and switched; under rsocket no kernel TCP connection may carry the port (`ss`).
+# RDMA and switched (verbs) or carried by rsocket (adapter); under rsocket's preload no
+# kernel TCP connection may carry the port (`ss`).
 #
 # Timings never decide the exit status: 0 when every run produced its numbers, 1 when one
 # failed, 2 on a usage error, 77 when the VM or the build is not there. Under software
@@ -76,6 +78,8 @@ use() {
     tcp) PRE=(env -u LD_PRELOAD) ;;
     fastsock) PRE=(env LD_PRELOAD="$lib" FASTSOCK_TRANSPORTS=verbs,tcp FASTSOCK_LOG=debug
                    FASTSOCK_LOG_FILE="$tmp/fastsock.log") ;;
+    adapter) PRE=(env LD_PRELOAD="$lib" FASTSOCK_TRANSPORTS=vendor,tcp FASTSOCK_LOG=debug
+                  FASTSOCK_LOG_FILE="$tmp/fastsock.log") ;;
     rsocket) PRE=(env LD_PRELOAD="$rsocket") ;;
   esac
 }
@@ -107,12 +111,19 @@ start_tx() {
   fi
 }
 
-# check_link TRANSPORT: the run just made went over fastsock's verbs link.
+# check_link TRANSPORT: the run just made went over fastsock's verbs link, or (adapter)
+# both ends of a connection were carried by rsocket through the vendor link.
 check_link() {
-  [[ $1 == fastsock ]] || return 0
-  grep -q 'verbs: RDMA connection established' "$tmp/fastsock.log" &&
-    grep -q 'verbs: sends on the link' "$tmp/fastsock.log" ||
-    fail "fastsock: the connection did not go over verbs: $(grep -m1 'falls back' "$tmp/fastsock.log")"
+  case $1 in
+    fastsock)
+      grep -q 'verbs: RDMA connection established' "$tmp/fastsock.log" &&
+        grep -q 'verbs: sends on the link' "$tmp/fastsock.log" ||
+        fail "fastsock: the connection did not go over verbs: $(grep -m1 'falls back' "$tmp/fastsock.log")" ;;
+    adapter)
+      (($(grep -c 'carried by vendor (rsocket)' "$tmp/fastsock.log") >= 2)) ||
+        fail "adapter: the connection was not carried by rsocket: $(grep -m1 'falls back' "$tmp/fastsock.log")" ;;
+    *) return 0 ;;
+  esac
   : >"$tmp/fastsock.log"
 }
 
@@ -180,16 +191,20 @@ perftest() {
     printf '%10s %14s %16s\n' "$s" "$lat" "$bw"
   done
   echo
-  for t in tcp fastsock rsocket; do pipe_run "$t"; done
+  for t in tcp fastsock adapter rsocket; do pipe_run "$t"; done
   echo "== fastsock-pipe ping-pong (separate runs, sizes 1..$upper, 3 trials each)"
   echo "-- fastsock (B) against kernel TCP (A); regr_% below 0: fastsock faster (less time, more bandwidth)"
   "$pipe" compare "$tmp/pipe-tcp.json" "$tmp/pipe-fastsock.json" --threshold 1000000
   echo "-- fastsock (B) against rsocket (A)"
   "$pipe" compare "$tmp/pipe-rsocket.json" "$tmp/pipe-fastsock.json" --threshold 1000000
+  echo "-- fastsock through the rsocket adapter (B) against rsocket's own preload (A)"
+  "$pipe" compare "$tmp/pipe-rsocket.json" "$tmp/pipe-adapter.json" --threshold 1000000
+  echo "-- fastsock through the rsocket adapter (B) against fastsock's verbs link (A)"
+  "$pipe" compare "$tmp/pipe-fastsock.json" "$tmp/pipe-adapter.json" --threshold 1000000
   echo
   echo "== NPtcp (sizes 1..$nptcp_upper): latency = median half round trip of the 1-16 byte rows, bandwidth at $nptcp_upper bytes"
   printf '%10s %12s %16s\n' transport latency_us bandwidth_Mbit
-  for t in tcp fastsock rsocket; do
+  for t in tcp fastsock adapter rsocket; do
     read -r lat bw <<<"$(nptcp_run "$t")"
     printf '%10s %12s %16s\n' "$t" "$lat" "$bw"
   done
