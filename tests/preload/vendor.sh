@@ -20,6 +20,8 @@
 #                 the connection on tcp with the reason (fail_connect)
 #   drop          the vendor connection drops mid-stream: both ends see ECONNRESET
 #   chain         shm,vendor,tcp: shm takes the same-host connection
+#   closed_listener  c2s, the server closing its listening socket right after accept: the
+#                 library's listener lingers until the client's library connect came
 source "$(dirname "$0")/lib.sh"
 scenario=${1:?scenario}
 init_test "vendor_$scenario"
@@ -35,7 +37,7 @@ case $scenario in
   chain) export FASTSOCK_TRANSPORTS=shm,vendor,tcp ;;
 esac
 echo "vendor tv library=$lib names=prefix:tv readiness=$readiness" >"$WORK/rules"
-mode=$scenario client_env=() server_env=()
+mode=$scenario server_mode="" client_env=() server_env=()
 case $scenario in
   fdready | chain | nopoll) mode=c2s ;;
   fail_socket) mode=c2s client_env=(TV_FAIL_SOCKET=1) ;;
@@ -43,10 +45,11 @@ case $scenario in
   drop) mode=c2s client_env=(TV_DROP_AFTER=300000) ;;
   kill) mode=forever ;;
   late) mode=forklate server_env=(TV_DELAY_MS=1000) ;;
+  closed_listener) mode=c2s server_mode=c2s_closed ;;
 esac
 
 start_bg server 60 env "${server_env[@]}" LD_PRELOAD="$(preload_value)" FASTSOCK_LOG=debug \
-  FASTSOCK_LOG_FILE="$LOG" python3 "$here/vendor_peer.py" server "$mode"
+  FASTSOCK_LOG_FILE="$LOG" python3 "$here/vendor_peer.py" server "${server_mode:-$mode}"
 server_out=$WORK/server.out
 for ((i = 0; i < 100; i++)); do [[ -s $server_out ]] && break; sleep 0.1; done
 port=$(head -1 "$server_out")

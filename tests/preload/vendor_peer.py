@@ -12,6 +12,8 @@
 #                the link, streams 64 KB and forks at once, before the server can have read
 #                its Switch: the server must see the pattern intact up to a reset
 #   forever      the client streams until killed; the server reports how the stream ended
+#   c2s_closed   c2s, the server closing its listening socket right after accept (as
+#                fastsock-pipe does), before the client's library connect can have come
 import os, select, socket, sys, threading, time
 from pattern_stream import PATTERN, expected, receive
 
@@ -43,8 +45,10 @@ if role == "server":
     ls.listen(4)
     print(ls.getsockname()[1], flush=True)
     s, _ = ls.accept()
+    if mode == "c2s_closed":
+        ls.close()
     time.sleep(0.5)  # the link comes up (or fails) before the data: it carries the stream
-    if mode == "c2s" or mode == "forever":
+    if mode in ("c2s", "c2s_closed", "forever"):
         receive(s, 1 << 62)
     elif mode == "fork" or mode == "forklate":
         receive(s, 1 << 62)

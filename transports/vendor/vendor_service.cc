@@ -224,22 +224,18 @@ void* Service::listen(const stats::Endpoint& local, char* why, size_t why_len) n
 void Service::unlisten(void* handle) noexcept {
   auto* l = static_cast<Listener*>(handle);
   if (!l) return;
-  if (l->owner == getpid()) {  // inherited over fork: the parent's to close
-    Service& s = *l->service;
-    std::lock_guard lock(s.lock_);
-    for (size_t i = 0; i < s.listeners_.size(); ++i) {
-      if (s.listeners_[i] != l) continue;
-      s.listeners_.erase(s.listeners_.begin() + long(i));
-      break;
-    }
-    try {
-      s.to_close_.push_back(l->fd);
-    } catch (...) {
-      // Out of memory: the descriptor stays open until the process ends.
-    }
-    s.ring();
+  if (l->owner != getpid()) {  // inherited over fork: the parent's to close
+    delete l;
+    return;
   }
-  delete l;
+  // Closed by the service thread (expire()), once no accepted connection waits for its
+  // Hello any more: a server that accepts one connection and closes its listener at once
+  // (fastsock-pipe, qperf's children) would otherwise refuse the connector's library
+  // connect, which comes after the TCP accept. As the verbs link's listener lingers.
+  Service& s = *l->service;
+  std::lock_guard lock(s.lock_);
+  l->closed_ns = now_ns();
+  s.ring();
 }
 
 bool Service::listens_here(const void* handle) noexcept {
@@ -475,6 +471,16 @@ void Service::match() noexcept {
 
 void Service::expire() noexcept {
   const int64_t now = now_ns();
+  for (size_t i = 0; i < listeners_.size();) {
+    Listener* l = listeners_[i];
+    if (l->closed_ns == 0 || (!waiting_.empty() && now - l->closed_ns < kHandshakeNs)) {
+      ++i;
+      continue;
+    }
+    (void)api().close(l->fd);
+    listeners_.erase(listeners_.begin() + long(i));
+    delete l;
+  }
   for (size_t i = 0; i < pending_.size();) {
     if (now - pending_[i].since_ns < kHandshakeNs) {
       ++i;
@@ -568,6 +574,8 @@ void Service::run() noexcept {
         // Out of memory: this round watches what fitted.
       }
       if (!pending_.empty() || !connectors_.empty() || !waiting_.empty()) timeout = kTickMs;
+      for (const Listener* l : listeners_)
+        if (l->closed_ns) timeout = kTickMs;  // closes once no accepted connection waits
     }
     const int n = vendor_poll(fds.data(), nfds_t(fds.size()), timeout);
     if (n < 0 && errno != EINTR) {

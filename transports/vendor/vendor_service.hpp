@@ -70,6 +70,8 @@ class Service {
   // Listens through the library on the translated `local` address. A handle, or nullptr
   // with the reason in `why`.
   void* listen(const stats::Endpoint& local, char* why, size_t why_len) noexcept;
+  // The application closed the listening socket: the library's listener stays open while
+  // connections it accepted still wait for their Hello (at most the handshake time).
   static void unlisten(void* handle) noexcept;
   // The listener was opened by this process (not inherited over fork): only then do the
   // Hellos for its accepted connections reach this process.
@@ -114,6 +116,7 @@ class Service {
     Service* service;
     int fd;
     pid_t owner;
+    int64_t closed_ns = 0;  // the application closed it: lingers for accepted connections
   };
   struct ToConnect {
     ServiceClient* client;
