@@ -24,12 +24,12 @@ namespace fastsock::vendors {
 
 namespace {
 
+using link_io::Deadline;
 using link_io::iov_total;
 using link_io::kernel_recv;
 using link_io::kernel_send;
 using link_io::nonblocking;
 using link_io::now_ns;
-using link_io::socket_deadline;
 
 // TCP ended while the peer's vendor stream had not: its end (the library's shutdown)
 // normally comes first; after this long without it, bytes may be lost: reset.
@@ -341,32 +341,26 @@ short Conn::arm(short vendor_events) noexcept {
 }
 
 FASTSOCK_CANCELLATION_POINT
-int Conn::wait(int fd, short vendor_events, short tcp_events, bool has_deadline,
-               int64_t deadline) {
+int Conn::wait(int fd, short vendor_events, short tcp_events, Deadline& deadline) {
   // A library seen only through its own poll: a blocking call sleeps in that poll itself,
   // on the vendor descriptor beside the kernel ones (rpoll takes both), rather than asking
   // the service thread to watch for it (rsocket then lost wake-ups: NPtcp stalled).
   const bool direct = poll_readiness_ && vendor_events && vfd_ >= 0 && state() == State::linked;
   if (!direct) arm(vendor_events);
-  pollfd p[3] = {{wake_, POLLIN, 0}, {fd, short(tcp_events | POLLRDHUP), 0}, {vfd_, vendor_events, 0}};
+  pollfd p[3];
+  nfds_t nfds = 0;
+  p[nfds++] = pollfd{wake_, POLLIN, 0};
   // After TCP's end only the link is news (TCP would be readable for ever).
-  nfds_t nfds = tcp_events == 0 && tcp_eof_ns_ ? 1 : 2;
-  if (direct) {
-    if (nfds == 1) p[1] = p[2];
-    ++nfds;
-  }
-  int timeout_ms = -1;
-  if (has_deadline) {
-    const int64_t left = deadline - now_ns();
-    if (left <= 0) return -EAGAIN;
-    timeout_ms = int(std::min<int64_t>((left + 999'999) / 1'000'000, INT_MAX));
-  }
+  if (tcp_events != 0 || !tcp_eof_ns_) p[nfds++] = pollfd{fd, short(tcp_events | POLLRDHUP), 0};
+  if (direct) p[nfds++] = pollfd{vfd_, vendor_events, 0};
+  int timeout_ms = deadline.poll_ms(fd);
+  if (timeout_ms == 0) return -EAGAIN;
   if (tcp_eof_ns_) timeout_ms = timeout_ms < 0 ? 100 : std::min(timeout_ms, 100);
   const int rc = direct ? api_->poll(p, nfds, timeout_ms) : real().poll(p, nfds, timeout_ms);
   const int err = errno;
   after_wait();
   if (rc < 0) return -err;
-  if (rc == 0 && has_deadline && now_ns() >= deadline) return -EAGAIN;
+  if (rc == 0 && deadline.passed(fd)) return -EAGAIN;
   return 0;
 }
 
@@ -379,8 +373,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
   std::lock_guard tx(tx_lock_);
   const size_t total = iov_total(iov, iovcnt);
   size_t sent = 0;
-  bool deadline_known = false, has_deadline = false;
-  int64_t deadline = 0;
+  Deadline deadline(SO_SNDTIMEO);
   for (;;) {
     const State st = state();
     if (st == State::broken) return sent ? ssize_t(sent) : -ECONNRESET;
@@ -440,14 +433,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       if (n > 0 || (n < 0 && errno == EINTR)) continue;
     }
     if (nonblocking(fd, flags)) return sent ? ssize_t(sent) : -EAGAIN;
-    if (!deadline_known) {
-      has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
-      deadline_known = true;
-    }
     const bool on_vendor = tx_on_vendor();
-    if (const int w = wait(fd, on_vendor ? POLLOUT : 0, on_vendor ? 0 : POLLOUT, has_deadline,
-                           deadline);
-        w < 0)
+    if (const int w = wait(fd, on_vendor ? POLLOUT : 0, on_vendor ? 0 : POLLOUT, deadline); w < 0)
       return sent ? ssize_t(sent) : w;
   }
 }
@@ -459,8 +446,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   const size_t total = iov_total(iov, iovcnt);
   if (total == 0) return 0;
   size_t got = 0;
-  bool deadline_known = false, has_deadline = false;
-  int64_t deadline = 0;
+  Deadline deadline(SO_RCVTIMEO);
   for (;;) {
     if (state() == State::broken) return got ? ssize_t(got) : -ECONNRESET;
     take_peer_header(fd);
@@ -535,11 +521,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
     }
     if (got && !waitall) return ssize_t(got);
     if (nonblocking(fd, flags)) return got ? ssize_t(got) : -EAGAIN;
-    if (!deadline_known) {
-      has_deadline = socket_deadline(fd, SO_RCVTIMEO, deadline);
-      deadline_known = true;
-    }
-    if (const int w = wait(fd, vendor_wait, tcp_wait, has_deadline, deadline); w < 0)
+    if (const int w = wait(fd, vendor_wait, tcp_wait, deadline); w < 0)
       return got ? ssize_t(got) : w;
   }
 }

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "link_io.hpp"
 #include "vendor_service.hpp"
 
 namespace fastsock::vendors {
@@ -113,7 +114,7 @@ class Conn final : public ServiceClient {
   ssize_t vendor_recv(const iovec* iov, int iovcnt, bool peek) noexcept;
   // Sleeps until the vendor connection has `vendor_events`, TCP has `tcp_events`, the
   // link's state changes, or the socket's deadline. 0 or -errno.
-  int wait(int fd, short vendor_events, short tcp_events, bool has_deadline, int64_t deadline);
+  int wait(int fd, short vendor_events, short tcp_events, link_io::Deadline& deadline);
   short arm(short vendor_events) noexcept;
 
   std::atomic<State> state_{State::connecting};
