@@ -16,6 +16,15 @@ rdma_test() {
   fi
 }
 
+# server_port FILE [WHAT]: waits (up to 30 s: python starts slowly in the emulated VM, the
+# more so on a busy host) for a server to write its port as FILE's first line, sets PORT.
+server_port() {
+  local i
+  for ((i = 0; i < 300; i++)); do [[ -s $1 ]] && break; sleep 0.1; done
+  PORT=$(head -1 "$1")
+  [[ $PORT =~ ^[0-9]+$ ]] || fail "${2:+$2: }the server printed no port: $(cat "$1")"
+}
+
 # transport_field NAME FIELD: prints a field of one transport from `fastsock info --json`
 # (FASTSOCK_TOOL), as JSON (true, false, "text").
 transport_field() {

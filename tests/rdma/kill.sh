@@ -19,15 +19,11 @@ export FASTSOCK_TRANSPORTS=verbs,tcp FASTSOCK_LOG=debug
 cat >"$work/peer.py" <<'EOF'
 # peer.py server ADDR MODE | client ADDR PORT MODE: see kill.sh.
 import socket, sys, time
-from pattern_stream import PATTERN, receive, stream_until
+from pattern_stream import PATTERN, accept_one, receive, stream_until
 role, addr, mode = sys.argv[1], sys.argv[2], sys.argv[-1]
 
 if role == "server":
-    ls = socket.socket()
-    ls.bind((addr, 0))
-    ls.listen(1)
-    print(ls.getsockname()[1], flush=True)
-    s, _ = ls.accept()
+    s = accept_one(addr)
     if mode == "s2c":
         stream_until(s, None)  # the victim: the pattern, for ever
     else:  # the survivor: checks the pattern, says when it may be killed
@@ -55,9 +51,8 @@ scenario() {
   LD_PRELOAD=$FASTSOCK_LIB python3 "$work/peer.py" server "$SOFTROCE_ADDR" "$mode" \
     >"$work/$mode-server.out" 2>&1 &
   server=$!
-  for ((i = 0; i < 100; i++)); do [[ -s $work/$mode-server.out ]] && break; sleep 0.1; done
-  port=$(head -1 "$work/$mode-server.out")
-  [[ $port =~ ^[0-9]+$ ]] || fail "$mode: the server printed no port: $(cat "$work/$mode-server.out")"
+  server_port "$work/$mode-server.out" "$mode"
+  port=$PORT
   LD_PRELOAD=$FASTSOCK_LIB python3 "$work/peer.py" client "$SOFTROCE_ADDR" "$port" "$mode" \
     >"$work/$mode-client.out" 2>&1 &
   client=$!

@@ -26,7 +26,7 @@ export FASTSOCK_TRANSPORTS=verbs,tcp FASTSOCK_LOG=debug
 cat >"$work/peer.py" <<'EOF'
 # peer.py server ADDR MODE STOPFILE | client ADDR PORT MODE STOPFILE: see link_delete.sh.
 import os, socket, sys
-from pattern_stream import expected, receive, stream_until
+from pattern_stream import accept_one, echo, expected, receive, stream_until
 role, addr, mode, stop = sys.argv[1], sys.argv[2], sys.argv[-2], sys.argv[-1]
 
 def echo_client(s):  # a message, its echo checked, until told to stop
@@ -52,25 +52,12 @@ def echo_client(s):  # a message, its echo checked, until told to stop
         end = "error:" + (e.strerror or str(e))
     print(f"end {end} total={total} ok={ok}", flush=True)
 
-def echo_server(s):
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        s.sendall(b)
-    s.close()
-
 # (server's part, client's part) of each situation.
 roles = {"c2s": (lambda s: receive(s, 4 << 20), lambda s: stream_until(s, stop)),
          "s2c": (lambda s: stream_until(s, stop), lambda s: receive(s, 4 << 20)),
-         "echo": (echo_server, echo_client)}[mode]
+         "echo": (echo, echo_client)}[mode]
 if role == "server":
-    ls = socket.socket()
-    ls.bind((addr, 0))
-    ls.listen(1)
-    print(ls.getsockname()[1], flush=True)
-    s, _ = ls.accept()
-    roles[0](s)
+    roles[0](accept_one(addr))
 else:
     roles[1](socket.create_connection((addr, int(sys.argv[3]))))
 EOF
@@ -91,9 +78,8 @@ scenario() {
   LD_PRELOAD=$FASTSOCK_LIB python3 "$work/peer.py" server "$SOFTROCE_ADDR" "$mode" "$stop" \
     >"$work/$mode-server.out" 2>&1 &
   server=$!
-  for ((i = 0; i < 100; i++)); do [[ -s $work/$mode-server.out ]] && break; sleep 0.1; done
-  port=$(head -1 "$work/$mode-server.out")
-  [[ $port =~ ^[0-9]+$ ]] || fail "$mode: the server printed no port: $(cat "$work/$mode-server.out")"
+  server_port "$work/$mode-server.out" "$mode"
+  port=$PORT
   LD_PRELOAD=$FASTSOCK_LIB python3 "$work/peer.py" client "$SOFTROCE_ADDR" "$port" "$mode" "$stop" \
     >"$work/$mode-client.out" 2>&1 &
   client=$!

@@ -1,5 +1,6 @@
 # The byte stream the rdma fault tests (kill.sh, link_delete.sh) send and check: the
-# sequence 0, 1, ..., 250 repeated, so that any byte lost, duplicated or reordered shows.
+# sequence 0, 1, ..., 250 repeated, so that any byte lost, duplicated or reordered shows;
+# and the peers' common parts (the accepting server, an echo loop).
 import os
 import socket
 
@@ -43,3 +44,23 @@ def receive(s, threshold):
     except OSError as e:
         end = "error:" + (e.strerror or str(e))
     print(f"end {end} total={total} ok={ok}", flush=True)
+
+
+def accept_one(addr):
+    """Listens on an ephemeral port of `addr`, prints the port for the script, and returns
+    the first connection accepted."""
+    ls = socket.socket()
+    ls.bind((addr, 0))
+    ls.listen(1)
+    print(ls.getsockname()[1], flush=True)
+    return ls.accept()[0]
+
+
+def echo(s):
+    """Sends back everything received until the peer's end, then closes."""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        s.sendall(b)
+    s.close()

@@ -55,9 +55,8 @@ EOF
 
 LD_PRELOAD=$FASTSOCK_LIB timeout 60 python3 "$work/server.py" "$SOFTROCE_ADDR" >"$work/server.out" 2>&1 &
 server=$!
-for _ in $(seq 50); do [[ -s $work/server.out ]] && break; sleep 0.1; done
-port=$(head -1 "$work/server.out")
-[[ $port =~ ^[0-9]+$ ]] || fail "the server printed no port: $(cat "$work/server.out")"
+server_port "$work/server.out"
+port=$PORT
 start=$SECONDS
 out=$(LD_PRELOAD=$FASTSOCK_LIB timeout 60 python3 "$work/client.py" "$SOFTROCE_ADDR" "$port" 2>&1) ||
   fail "the client failed: $out"
