@@ -1017,6 +1017,9 @@ int Conn::wait_fds(int fd, short events, pollfd* out) noexcept {
   bool failed;
   {
     std::lock_guard lock(progress_lock_);
+    // Room on the link comes through the channel: TCP, writable all along, would wake
+    // a writer waiting for credits at once and for ever (a busy loop).
+    if (tx_switched_ && !tx_back_on_tcp_) tcp &= short(~(POLLOUT | POLLWRNORM));
     if (resend_due_) tcp |= POLLOUT;  // poll_now serves the resend when it fits
     failed = link_error_;
   }
