@@ -8,6 +8,7 @@
 
 #include "epoll_merge.hpp"
 #include "fd_table.hpp"
+#include "guard.hpp"
 #include "internal_fds.hpp"
 #include "log.hpp"
 #include "ops.hpp"
@@ -39,6 +40,12 @@ void closing_range(unsigned first, unsigned last) {
 }  // namespace
 
 long close(int fd) {
+  // A library the link uses (librdmacm, libibverbs, a vendor library) closing descriptors
+  // of its own, called by the library's code: nothing of ours refers to them, and
+  // forgetting epoll sets would take a lock the caller may be waiting behind (a service
+  // thread closing a connection under its lock while the application's epoll_wait,
+  // holding the epoll lock, asks that service to watch a descriptor: a deadlock).
+  if (inside_library()) return neg_errno(real().close(fd));
   // Never handed to the application: to it the number is not open (internal_fds.hpp).
   if (internal_fds::contains(fd)) return -EBADF;
   closing(fd, false);
