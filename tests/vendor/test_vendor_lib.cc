@@ -291,7 +291,7 @@ TEST_CASE("probe_profile: the needed path first, then the library, then one sock
   {  // a device directory that is missing, or empty: the library is not even loaded
     char empty[] = "/tmp/fastsock-needs-XXXXXX";
     REQUIRE(::mkdtemp(empty) != nullptr);
-    for (const std::string needs : {std::string(empty) + "/absent", std::string(empty)}) {
+    for (const std::string& needs : {std::string(empty) + "/absent", std::string(empty)}) {
       INFO(needs);
       LazyLib lazy(profile_from_rules("vendor tv library=/nonexistent/libtv.so names=prefix:tv needs=" + needs));
       CHECK_FALSE(probe_profile(lazy.profile(), lazy, why, sizeof why));

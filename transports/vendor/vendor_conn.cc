@@ -163,7 +163,7 @@ bool Conn::settled() noexcept {
 
 short Conn::vendor_revents(short events) noexcept {
   pollfd p{vfd_, events, 0};
-  const int n = poll_readiness_ ? api_->poll(&p, 1, 0) : real().poll(&p, 1, 0);
+  const int n = poll_through(*api_, poll_readiness_, &p, 1, 0);
   return n > 0 ? p.revents : 0;
 }
 
@@ -268,7 +268,7 @@ bool Conn::send_header(int fd, wire::Kind kind, uint64_t offset) noexcept {
     }
     if (n < 0 && !would_block(errno)) break;
     pollfd w{vfd_, POLLOUT, 0};
-    (void)(poll_readiness_ ? api_->poll(&w, 1, 10) : real().poll(&w, 1, 10));
+    (void)poll_through(*api_, poll_readiness_, &w, 1, 10);
   }
   if (left == sizeof h) return false;
   // Part of a header and nothing more: the peer could never read our stream again.
@@ -342,21 +342,20 @@ short Conn::arm(short vendor_events) noexcept {
 
 FASTSOCK_CANCELLATION_POINT
 int Conn::wait(int fd, short vendor_events, short tcp_events, Deadline& deadline) {
-  // A library seen only through its own poll: a blocking call sleeps in that poll itself,
-  // on the vendor descriptor beside the kernel ones (rpoll takes both), rather than asking
-  // the service thread to watch for it (rsocket then lost wake-ups: NPtcp stalled).
-  const bool direct = poll_readiness_ && vendor_events && vfd_ >= 0 && state() == State::linked;
-  if (!direct) arm(vendor_events);
-  pollfd p[3];
+  // A library seen only through its own poll is watched by the service thread alone, even
+  // for a blocking call: rsocket's rpoll is not safe with two threads polling one rsocket
+  // (each arming yields one completion event, which either may take: the other then
+  // sleeps through the data, and with a blocking event channel it blocks in rsocket).
+  arm(vendor_events);
+  pollfd p[2];
   nfds_t nfds = 0;
   p[nfds++] = pollfd{wake_, POLLIN, 0};
   // After TCP's end only the link is news (TCP would be readable for ever).
   if (tcp_events != 0 || !tcp_eof_ns_) p[nfds++] = pollfd{fd, short(tcp_events | POLLRDHUP), 0};
-  if (direct) p[nfds++] = pollfd{vfd_, vendor_events, 0};
   int timeout_ms = deadline.poll_ms(fd);
   if (timeout_ms == 0) return -EAGAIN;
   if (tcp_eof_ns_) timeout_ms = timeout_ms < 0 ? 100 : std::min(timeout_ms, 100);
-  const int rc = direct ? api_->poll(p, nfds, timeout_ms) : real().poll(p, nfds, timeout_ms);
+  const int rc = real().poll(p, nfds, timeout_ms);
   const int err = errno;
   after_wait();
   if (rc < 0) return -err;
@@ -562,12 +561,13 @@ short Conn::poll_now(int fd, short events) noexcept {
                (vendor_revents(POLLIN) & (POLLIN | POLLHUP | POLLERR))) {
       // Vendor bytes, or on TCP the peer's resync frame or its end: recv() sorts them.
       rev |= short(events & (POLLIN | POLLRDNORM));
+      // The peer's end of TCP is its end of writing: its library ends the vendor stream
+      // first. As the kernel does, reported while bytes before it are still unread.
+      rev |= short(p.revents & events & POLLRDHUP);
     }
   }
   if (events & (POLLOUT | POLLWRNORM)) {
-    std::unique_lock tx(tx_lock_, std::try_to_lock);
-    const bool tx_vendor = tx && tx_on_vendor();
-    if (!tx_vendor)
+    if (!tx_on_vendor())
       rev |= short(p.revents & (events & (POLLOUT | POLLWRNORM)));
     else if (vendor_revents(POLLOUT) & POLLOUT)
       rev |= short(events & (POLLOUT | POLLWRNORM));
@@ -581,12 +581,15 @@ int Conn::wait_fds(int fd, short events, pollfd* out) noexcept {
     std::unique_lock rx(rx_lock_, std::try_to_lock);
     if ((events & POLLIN) && rx && (peer_ == Peer::unknown || rx_on_vendor()) && !rx_left_)
       vendor_events |= POLLIN;
-    std::unique_lock tx(tx_lock_, std::try_to_lock);
-    if ((events & POLLOUT) && tx && tx_on_vendor()) vendor_events |= POLLOUT;
+    if ((events & POLLOUT) && tx_on_vendor()) vendor_events |= POLLOUT;
   }
   arm(vendor_events);
+  short tcp_events = short(events | POLLRDHUP);
+  // Room on the link is the link's news: TCP, writable all along, would wake a writer
+  // waiting for the library's send buffer at once and for ever (a busy loop).
+  if (tx_on_vendor()) tcp_events &= short(~(POLLOUT | POLLWRNORM));
   out[0] = pollfd{wake_, POLLIN, 0};
-  out[1] = pollfd{fd, short(events | POLLRDHUP), 0};
+  out[1] = pollfd{fd, tcp_events, 0};
   return 2;
 }
 
@@ -595,7 +598,12 @@ int Conn::shutdown(int fd, int how) noexcept {
     std::lock_guard tx(tx_lock_);
     // The vendor stream's end goes before TCP's: a receiver takes TCP's end as the end
     // of the stream once the vendor stream ended.
-    if (tx_on_vendor() && api_->shutdown) (void)api_->shutdown(vfd_, SHUT_WR);
+    if (tx_on_vendor() && api_->shutdown) {
+      (void)api_->shutdown(vfd_, SHUT_WR);
+      // rsocket's rshutdown waits inside the library for its sends to complete, taking
+      // the completion events the service thread's rpoll sleeps on: it must poll afresh.
+      if (poll_readiness_) svc_->kick();
+    }
   }
   return real().shutdown(fd, how) == 0 ? 0 : -errno;
 }

@@ -139,9 +139,9 @@ class Conn final : public ServiceClient {
 
   std::mutex state_lock_, tx_lock_, rx_lock_;
 
-  // Send direction (tx lock).
-  bool tx_switched_ = false;
-  bool tx_left_ = false;
+  // Send direction (tx lock; the two flags are also read without it, by waiters).
+  std::atomic<bool> tx_switched_{false};
+  std::atomic<bool> tx_left_{false};
   uint64_t tcp_sent_ = 0;
   uint64_t vendor_sent_ = 0;
   uint8_t header_out_[sizeof(wire::StreamHeader)] = {};

@@ -1,11 +1,14 @@
 #include "vendor_lib.hpp"
 
 #include <dlfcn.h>
+#include <time.h>
 
 #include <cstdio>
 #include <cstring>
 
 #include "guard.hpp"
+#include "link_io.hpp"
+#include "real.hpp"
 
 namespace fastsock::vendors {
 namespace {
@@ -153,6 +156,19 @@ Lib load(const Profile& p) noexcept {
 const Lib& LazyLib::get() noexcept {
   std::call_once(once_, [this] { lib_ = load(profile_); });
   return lib_;
+}
+
+int poll_through(const Api& api, bool library_poll, pollfd* fds, nfds_t n,
+                 int timeout_ms) noexcept {
+  if (!library_poll) return real().poll(fds, n, timeout_ms);
+  if (timeout_ms <= 0) return api.poll(fds, n, timeout_ms < 0 ? -1 : 0);
+  const int64_t end = link_io::now_ns() + int64_t(timeout_ms) * 1'000'000;
+  for (;;) {
+    const int rc = api.poll(fds, n, 0);
+    if (rc != 0 || link_io::now_ns() >= end) return rc;
+    const timespec pause{0, 1'000'000};
+    nanosleep(&pause, nullptr);
+  }
 }
 
 }  // namespace fastsock::vendors

@@ -50,6 +50,15 @@ struct Api {
 static_assert(sizeof(Api) == kEntryCount * sizeof(void (*)()),
               "Api has one member per Entry, in Entry's order");
 
+// poll through the library's own entry (`library_poll`: readiness=poll) or the kernel's.
+// The library's is called with a timeout of 0 or -1 only: a finite wait is polls 1 ms
+// apart. rdma-core's rpoll before v63 leaks its count of sleeping pollers whenever a
+// finite timeout expires, after which every rpoll in the process spins in sched_yield and
+// no longer looks at kernel descriptors (fixed upstream by a1747742e, "librdmacm: Fix rpoll
+// in case of timeout"; Debian 12 ships 44.0).
+int poll_through(const Api& api, bool library_poll, struct pollfd* fds, nfds_t n,
+                 int timeout_ms) noexcept;
+
 // The outcome of loading one profile's library. Plain data: no destructor unloads the
 // library, which stays mapped for the life of the process (libraries that start threads,
 // as librdmacm does, cannot be unloaded safely; dlopen counts repeated loads).

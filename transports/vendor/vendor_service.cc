@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -133,13 +134,18 @@ Service* Service::get(size_t index, const char** why) noexcept {
   if (!usable(index, why)) return nullptr;
   ReentryGuard guard;
   const Lib& lib = profiles().libs[index]->get();
-  const int bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // not an interposed call
-  if (bell < 0) {
-    *why = "no descriptor for the service's bell";
+  // Not interposed calls.
+  const int bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int tick = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (bell < 0 || tick < 0) {
+    *why = "no descriptor for the service's bell or timer";
+    if (bell >= 0) close(bell);
+    if (tick >= 0) close(tick);
     return nullptr;
   }
   internal_fds::add(bell);
-  auto* s = new (std::nothrow) Service(index, &lib, bell);
+  internal_fds::add(tick);
+  auto* s = new (std::nothrow) Service(index, &lib, bell, tick);
   pthread_t thread;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -161,6 +167,7 @@ Service* Service::get(size_t index, const char** why) noexcept {
   if (rc != 0) {
     *why = "cannot start the vendor service thread";
     internal_fds::close(bell);
+    internal_fds::close(tick);
     delete s;
     return nullptr;
   }
@@ -178,10 +185,16 @@ void Service::ring() noexcept {
   (void)!real().write(bell_, &one, sizeof one);
 }
 
+void Service::set_nonblocking(int vfd) noexcept {
+  if (!api().fcntl) return;
+  const int flags = api().fcntl(vfd, F_GETFL);
+  if (flags >= 0 && !(flags & O_NONBLOCK)) (void)api().fcntl(vfd, F_SETFL, flags | O_NONBLOCK);
+}
+
 int Service::vendor_poll(pollfd* fds, nfds_t n, int timeout_ms) noexcept {
   // readiness=fd: every descriptor is the kernel's. readiness=poll: the library's poll,
   // which also takes kernel descriptors (the bell), as rsocket's rpoll does.
-  return poll_readiness() ? api().poll(fds, n, timeout_ms) : real().poll(fds, n, timeout_ms);
+  return poll_through(api(), poll_readiness(), fds, n, timeout_ms);
 }
 
 void* Service::listen(const stats::Endpoint& local, char* why, size_t why_len) noexcept {
@@ -202,10 +215,7 @@ void* Service::listen(const stats::Endpoint& local, char* why, size_t why_len) n
   }
   // Non-blocking where the library can say so; otherwise the thread accepts only what its
   // poll reported, which no one else takes.
-  if (api().fcntl) {
-    const int flags = api().fcntl(fd, F_GETFL);
-    if (flags >= 0) (void)api().fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  }
+  set_nonblocking(fd);
   auto* l = new (std::nothrow) Listener{this, fd, getpid()};
   std::lock_guard lock(lock_);
   try {
@@ -386,6 +396,7 @@ void Service::accept_from(int listen_fd) noexcept {
   for (int i = 0; i < 16; ++i) {  // a burst at most; the rest on the next round
     const int fd = api().accept(listen_fd, nullptr, nullptr);
     if (fd < 0) return;
+    set_nonblocking(fd);
     try {
       pending_.push_back(Pending{fd, {}, 0, now_ns()});
     } catch (...) {
@@ -518,9 +529,10 @@ void Service::expire() noexcept {
 void Service::run() noexcept {
   ReentryGuard guard;  // everything this thread does is the library's own work
   pthread_setname_np(pthread_self(), "fastsock-vendor");
-  enum Tag : uint8_t { bell, listener, pending, connector, armed };
+  enum Tag : uint8_t { bell, tick, listener, pending, connector, armed };
   std::vector<pollfd> fds;
   std::vector<Tag> tags;
+  bool ticking = false;
   for (;;) {
     // Connects first: each blocks in the library, so the lock is not held.
     for (;;) {
@@ -555,9 +567,10 @@ void Service::run() noexcept {
         connector_failed(t.client, t.dst, t.key, t.nonce, what, err);
         continue;
       }
+      set_nonblocking(fd);
       send_hello(t.client, fd, t.dst, t.key, t.nonce);
     }
-    int timeout = -1;
+    bool tick_wanted = false;
     fds.clear();
     tags.clear();
     {
@@ -565,6 +578,8 @@ void Service::run() noexcept {
       try {
         fds.push_back({bell_, POLLIN, 0});
         tags.push_back(bell);
+        fds.push_back({tick_, POLLIN, 0});
+        tags.push_back(tick);
         for (const Listener* l : listeners_) fds.push_back({l->fd, POLLIN, 0}), tags.push_back(listener);
         for (const Pending& p : pending_)
           if (p.got < sizeof p.hello) fds.push_back({p.fd, POLLIN, 0}), tags.push_back(pending);
@@ -573,11 +588,18 @@ void Service::run() noexcept {
       } catch (...) {
         // Out of memory: this round watches what fitted.
       }
-      if (!pending_.empty() || !connectors_.empty() || !waiting_.empty()) timeout = kTickMs;
+      tick_wanted = !pending_.empty() || !connectors_.empty() || !waiting_.empty();
       for (const Listener* l : listeners_)
-        if (l->closed_ns) timeout = kTickMs;  // closes once no accepted connection waits
+        if (l->closed_ns) tick_wanted = true;  // closes once no accepted connection waits
     }
-    const int n = vendor_poll(fds.data(), nfds_t(fds.size()), timeout);
+    if (tick_wanted != ticking) {
+      itimerspec every{};
+      if (tick_wanted) every.it_value = every.it_interval = timespec{0, kTickMs * 1'000'000L};
+      ticking = timerfd_settime(tick_, 0, &every, nullptr) == 0 ? tick_wanted : ticking;
+    }
+    // Without a timeout (the timer above ticks instead): a finite one would be polls 1 ms
+    // apart (poll_through says why).
+    const int n = vendor_poll(fds.data(), nfds_t(fds.size()), -1);
     if (n < 0 && errno != EINTR) {
       const timespec pause{0, 10'000'000};  // a library that fails its poll: never spin
       nanosleep(&pause, nullptr);
@@ -587,9 +609,10 @@ void Service::run() noexcept {
       if (!fds[k].revents) continue;
       const int fd = fds[k].fd;
       switch (tags[k]) {
-        case bell: {
+        case bell:
+        case tick: {
           uint64_t v;
-          (void)!real().read(bell_, &v, sizeof v);
+          (void)!real().read(fd, &v, sizeof v);
           break;
         }
         case listener:
@@ -658,7 +681,8 @@ void Service::fork_child() noexcept {
     if (!s) continue;
     s->lock_.unlock();
     internal_fds::close(s->bell_);
-    s->bell_ = -1;
+    internal_fds::close(s->tick_);
+    s->bell_ = s->tick_ = -1;
   }
   for (auto& s : g_services) s.store(nullptr, std::memory_order_release);
 }

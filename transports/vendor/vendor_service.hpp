@@ -85,6 +85,9 @@ class Service {
   void add_acceptor(ServiceClient* client, const TcpKey& key) noexcept;
   // Readiness=poll: wakes the client (on_ready) once `vfd` has one of `events`.
   void arm(ServiceClient* client, int vfd, short events) noexcept;
+  // Readiness=poll: the thread polls afresh (its poll may have lost the events of a
+  // descriptor that another thread waited on inside the library).
+  void kick() noexcept { ring(); }
   // The client goes away: nothing reaches it after this returns. `vfd` (or -1) is closed
   // by the service thread, which may be polling it.
   void forget(ServiceClient* client, int vfd) noexcept;
@@ -94,10 +97,15 @@ class Service {
   static void fork_child() noexcept;
 
  private:
-  Service(size_t index, const Lib* lib, int bell) noexcept : index_(index), lib_(lib), bell_(bell) {}
+  Service(size_t index, const Lib* lib, int bell, int tick) noexcept
+      : index_(index), lib_(lib), bell_(bell), tick_(tick) {}
   void run() noexcept;
   void ring() noexcept;
   int vendor_poll(pollfd* fds, nfds_t n, int timeout_ms) noexcept;
+  // Every library descriptor is non-blocking where the library has fcntl: the link asks
+  // with MSG_DONTWAIT anyway, and a blocking rsocket's completion channel is blocking too,
+  // so its rpoll could block reading an event another caller took.
+  void set_nonblocking(int vfd) noexcept;
   // Thread, under lock_: the work each kind of descriptor asks for.
   void send_hello(ServiceClient* client, int fd, const stats::Endpoint& dst, const TcpKey& key,
                   uint64_t nonce) noexcept;
@@ -154,6 +162,7 @@ class Service {
   const size_t index_;
   const Lib* lib_;
   int bell_;  // eventfd (-1 in a forked child): wakes the thread (new work, re-arming, closes)
+  int tick_;  // timerfd (-1 in a forked child): ticks while a handshake or a listener waits
   std::mutex lock_;
   std::vector<Listener*> listeners_;
   std::vector<ToConnect> to_connect_;
