@@ -34,6 +34,7 @@ struct Registration {
   bool on_ready_list = false;
   uint64_t reported_in = 0;        // the wait call that last reported it
   int wake[Transport::kMaxWaitFds] = {};
+  uint32_t wake_events[Transport::kMaxWaitFds] = {};  // as registered in the kernel set
   int wake_count = 0;
   Registration* next_of_socket = nullptr;
   Registration* next_ready = nullptr;
@@ -141,24 +142,36 @@ void drop_from_ready(Registration& r) {
 // (Re-)arms the link and registers its wake descriptors in the kernel set, edge-triggered:
 // the kernel tells us something changed, the link says what is ready now. Before arming,
 // the link consumes the wake-ups already delivered (Transport::disarm): a peer signals
-// only a waiter that has taken its previous signal.
+// only a waiter that has taken its previous signal. A wake descriptor is watched for
+// POLLOUT only while the link asks (TCP, while a direction's bytes still go there): the
+// registration follows the link's answer at every arming, as the direction moves.
 int arm(Registration& r, bool add_to_kernel) {
   Socket& s = *r.socket;
   const short asked = short(r.events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI));
   s.link->disarm(s);
   pollfd w[Transport::kMaxWaitFds];
   const int n = s.link->wait_fds(s, r.fd, asked, w);
-  if (!add_to_kernel) return 0;
-  r.wake_count = 0;
+  if (add_to_kernel) r.wake_count = 0;
   for (int i = 0; i < n; ++i) {
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (r.events & EPOLLEXCLUSIVE);
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (r.events & EPOLLEXCLUSIVE) |
+                ((w[i].events & POLLOUT) ? uint32_t(EPOLLOUT) : 0);
     ev.data.ptr = &r;
+    int k = 0;
+    while (k < r.wake_count && r.wake[k] != w[i].fd) ++k;
+    if (k < r.wake_count) {
+      // EPOLLEXCLUSIVE registrations cannot be modified (the kernel says EINVAL).
+      if (r.wake_events[k] == ev.events || (r.events & EPOLLEXCLUSIVE)) continue;
+      if (real().epoll_ctl(r.set->epfd, EPOLL_CTL_MOD, w[i].fd, &ev) == 0) r.wake_events[k] = ev.events;
+      continue;
+    }
+    if (!add_to_kernel) continue;  // shared with another registration of this connection
     if (real().epoll_ctl(r.set->epfd, EPOLL_CTL_ADD, w[i].fd, &ev) != 0) {
       if (errno == EEXIST) continue;  // shared with another registration of this connection
       return -errno;
     }
-    r.wake[r.wake_count++] = w[i].fd;
+    r.wake[r.wake_count] = w[i].fd;
+    r.wake_events[r.wake_count++] = ev.events;
   }
   return 0;
 }
