@@ -328,6 +328,11 @@ bool Conn::rx_on_vendor() const noexcept {
   return !peer_resynced_ || vendor_received_ < peer_vendor_end_;
 }
 
+void Conn::watch_for_waiter(short vendor_events) noexcept {
+  const short armed = waiter_events_.load(std::memory_order_relaxed);
+  if ((armed & vendor_events) != vendor_events) arm(short(armed | vendor_events));
+}
+
 short Conn::arm(short vendor_events) noexcept {
   if (vfd_ < 0 || state() != State::linked) vendor_events = 0;
   if (vendor_events && poll_readiness_) {
@@ -431,7 +436,10 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       }
       if (n > 0 || (n < 0 && errno == EINTR)) continue;
     }
-    if (nonblocking(fd, flags)) return sent ? ssize_t(sent) : -EAGAIN;
+    if (nonblocking(fd, flags)) {
+      if (tx_on_vendor()) watch_for_waiter(POLLOUT);
+      return sent ? ssize_t(sent) : -EAGAIN;
+    }
     const bool on_vendor = tx_on_vendor();
     if (const int w = wait(fd, on_vendor ? POLLOUT : 0, on_vendor ? 0 : POLLOUT, deadline); w < 0)
       return sent ? ssize_t(sent) : w;
@@ -519,7 +527,10 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       if (peer_ == Peer::unknown && !rx_left_) vendor_wait = POLLIN;
     }
     if (got && !waitall) return ssize_t(got);
-    if (nonblocking(fd, flags)) return got ? ssize_t(got) : -EAGAIN;
+    if (nonblocking(fd, flags)) {
+      if (!got && vendor_wait) watch_for_waiter(vendor_wait);
+      return got ? ssize_t(got) : -EAGAIN;
+    }
     if (const int w = wait(fd, vendor_wait, tcp_wait, deadline); w < 0)
       return got ? ssize_t(got) : w;
   }
@@ -583,7 +594,7 @@ int Conn::wait_fds(int fd, short events, pollfd* out) noexcept {
       vendor_events |= POLLIN;
     if ((events & POLLOUT) && tx_on_vendor()) vendor_events |= POLLOUT;
   }
-  arm(vendor_events);
+  waiter_events_.store(arm(vendor_events), std::memory_order_relaxed);
   short tcp_events = short(events | POLLRDHUP);
   // Room on the link is the link's news: TCP, writable all along, would wake a writer
   // waiting for the library's send buffer at once and for ever (a busy loop).

@@ -116,6 +116,10 @@ class Conn final : public ServiceClient {
   // link's state changes, or the socket's deadline. 0 or -errno.
   int wait(int fd, short vendor_events, short tcp_events, link_io::Deadline& deadline);
   short arm(short vendor_events) noexcept;
+  // A non-blocking call would block on the link: the events a poll/epoll waiter armed
+  // were computed before this call moved a direction onto the link (an edge-triggered
+  // waiter would sleep through the link's bytes), so the link watches these too.
+  void watch_for_waiter(short vendor_events) noexcept;
 
   std::atomic<State> state_{State::connecting};
   std::atomic<bool> carried_{false};
@@ -136,6 +140,7 @@ class Conn final : public ServiceClient {
   int notify_ = -1;  // eventfd: the link's state changed, or an armed descriptor is ready
   int wake_ = -1;    // epoll set of notify_ and (readiness=fd) vfd_: what waiters poll
   short vfd_events_ = 0;  // what wake_ watches on vfd_ now
+  std::atomic<short> waiter_events_{0};  // what the last poll/epoll waiter armed on vfd_
 
   std::mutex state_lock_, tx_lock_, rx_lock_;
 

@@ -532,15 +532,23 @@ void Service::run() noexcept {
   enum Tag : uint8_t { bell, tick, listener, pending, connector, armed };
   std::vector<pollfd> fds;
   std::vector<Tag> tags;
+  std::vector<int> closing;
   bool ticking = false;
   for (;;) {
-    // Connects first: each blocks in the library, so the lock is not held.
+    // Closes and connects first, without the lock: each can block in the library (rsocket's
+    // rclose waits for the connection's sends to complete), and application threads take
+    // the lock to arm and forget.
     for (;;) {
       ToConnect t;
       {
-        std::lock_guard lock(lock_);
-        for (int fd : to_close_) (void)api().close(fd);
-        to_close_.clear();
+        std::unique_lock lock(lock_);
+        if (!to_close_.empty()) {
+          closing.swap(to_close_);
+          lock.unlock();
+          for (int fd : closing) (void)api().close(fd);
+          closing.clear();
+          continue;
+        }
         if (to_connect_.empty()) break;
         t = to_connect_.front();
         // Stays listed while it connects, so that forget() can cancel it.
