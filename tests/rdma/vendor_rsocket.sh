@@ -7,11 +7,18 @@
 #     "carried by vendor (rsocket)" (NPtcp's connection lives long enough to switch: the
 #     handshake runs beside the first bytes, which go over TCP).
 #   - iperf3 for 3 s: both of its connections carried by rsocket, bytes counted.
+#   - the epoll echo pair of tests/preload (level- then edge-triggered, 3 connections of
+#     8 MB each way): every byte echoed (the programs check), and rsocket carried the
+#     connections in both processes (a connection whose bytes all went over TCP while its
+#     handshake ran is not carried: how many are is timing).
+#     Both ends wait for every read and write in epoll_wait, without a timeout, so a lost
+#     wake-up hangs the test (rdma-core 44's rpoll lost them after a timed-out rpoll).
 # Every connection goes to the VM's RDMA address: rsocket cannot route 127.0.0.1 over rxe.
 source "$(dirname "$0")/guest_lib.sh"
 rdma_test rdma_vendor_rsocket guest
 require_cmd NPtcp iperf3 python3
 [[ -f ${FASTSOCK_LIB:-} ]] || fail "FASTSOCK_LIB=${FASTSOCK_LIB:-} is not the library"
+[[ -x ${PROGS_DIR:-}/epoll_echo_server ]] || fail "PROGS_DIR=${PROGS_DIR:-} has no test programs"
 
 work=$(mktemp -d /tmp/fastsock-rdma-vendor.XXXXXX)
 log=$work/fastsock.log
@@ -67,4 +74,27 @@ read -r conns procs <<<"$(carried)"
 ((conns >= 4 && procs == 2)) ||
   fail "iperf3's two connections were not carried by rsocket at both ends ($conns ends in $procs processes)"
 note "iperf3: $received bytes in 3 s, control and data connections carried by rsocket"
+
+# The epoll echo pair, to the RDMA address (FASTSOCK_TEST_ADDR replaces 127.0.0.1). The
+# programs check the transport right after connect and accept, when a vendor connection is
+# still on TCP (it switches once the handshake is done): FASTSOCK_TEST_LINK=tcp.
+for mode in lt et; do
+  : >"$log"
+  rm -f "$work/port"
+  env LD_PRELOAD="$FASTSOCK_LIB" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp timeout 120 \
+    "$PROGS_DIR/epoll_echo_server" --mode $mode --conns 3 --port-file "$work/port" \
+    >"$work/echo-server.out" 2>&1 &
+  rx=$!
+  for ((i = 0; i < 100; i++)); do [[ -s $work/port ]] && break; sleep 0.1; done
+  [[ -s $work/port ]] || fail "epoll echo server ($mode) wrote no port: $(tail -3 "$work/echo-server.out")"
+  env LD_PRELOAD="$FASTSOCK_LIB" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp timeout 120 \
+    "$PROGS_DIR/epoll_echo_client" --mode $mode --port "$(cat "$work/port")" --clients 3 \
+    --bytes 8000000 >"$work/echo-client.out" 2>&1 ||
+    fail "epoll echo client ($mode) exited with $?: $(tail -3 "$work/echo-client.out")"
+  wait "$rx" || fail "epoll echo server ($mode) exited with $?: $(tail -3 "$work/echo-server.out")"
+  read -r conns procs <<<"$(carried)"
+  ((conns >= 2 && procs == 2)) ||
+    fail "epoll echo ($mode): $conns of 6 connection ends carried by rsocket in $procs processes"
+  note "epoll echo ($mode): 3 connections of 8 MB echoed, $conns of 6 ends carried by rsocket"
+done
 rm -rf "$work"

@@ -201,8 +201,11 @@ uint16_t local_port(int fd) {
                                  : ntohs(((struct sockaddr_in6*)&ss)->sin6_port);
 }
 
+// The address the programs listen on and connect to: loopback, or for IPv4 the address in
+// FASTSOCK_TEST_ADDR (the RDMA tests' VM: rsocket cannot carry loopback connections).
 static socklen_t loopback(int family, uint16_t port, struct sockaddr_storage* ss) {
   memset(ss, 0, sizeof *ss);
+  const char* test_addr = getenv("FASTSOCK_TEST_ADDR");
   if (family == AF_INET6) {
     struct sockaddr_in6* in6 = (struct sockaddr_in6*)ss;
     in6->sin6_family = AF_INET6;
@@ -213,6 +216,9 @@ static socklen_t loopback(int family, uint16_t port, struct sockaddr_storage* ss
   struct sockaddr_in* in = (struct sockaddr_in*)ss;
   in->sin_family = AF_INET;
   in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (test_addr && *test_addr)
+    CHECK(inet_pton(AF_INET, test_addr, &in->sin_addr) == 1,
+          "FASTSOCK_TEST_ADDR=%s is not an IPv4 address", test_addr);
   in->sin_port = htons(port);
   return sizeof *in;
 }

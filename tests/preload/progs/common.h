@@ -60,7 +60,8 @@ const char* local_str(int fd, char* buf, size_t len);
 const char* peer_str(int fd, char* buf, size_t len);
 uint16_t local_port(int fd);
 
-// Loopback TCP helpers; family is AF_INET or AF_INET6; port 0 picks an ephemeral port.
+// Loopback TCP helpers (for AF_INET, FASTSOCK_TEST_ADDR replaces 127.0.0.1 when set); family
+// is AF_INET or AF_INET6; port 0 picks an ephemeral port.
 int tcp_listen(int family, uint16_t port, int backlog);
 int tcp_connect(int family, uint16_t port);
 // A connected pair inside this process: *client from connect(), *server from accept().
