@@ -7,6 +7,8 @@
 #     "carried by vendor (rsocket)" (NPtcp's connection lives long enough to switch: the
 #     handshake runs beside the first bytes, which go over TCP).
 #   - iperf3 for 3 s: both of its connections carried by rsocket, bytes counted.
+#   - the chain on an RDMA host (NPtcp, small sizes): verbs,vendor,tcp goes over verbs, and
+#     rsocket does not listen next to the verbs listener; shm,verbs,vendor,tcp over shm.
 #   - the epoll echo pair of tests/preload (level- then edge-triggered, 3 connections of
 #     8 MB each way): every byte echoed (the programs check), and rsocket carried the
 #     connections in both processes (a connection whose bytes all went over TCP while its
@@ -96,5 +98,31 @@ for mode in lt et; do
   ((conns >= 2 && procs == 2)) ||
     fail "epoll echo ($mode): $conns of 6 connection ends carried by rsocket in $procs processes"
   note "epoll echo ($mode): 3 connections of 8 MB echoed, $conns of 6 ends carried by rsocket"
+done
+# The chain on an RDMA host: the first link that works carries each connection. With
+# verbs before vendor, the verbs link listens on the port and rsocket does not try to (it
+# would get EADDRINUSE in the same RDMA CM port space); with shm first, shm carries a
+# same-host connection (to 127.0.0.1: shm matches a wildcard listener only for loopback
+# destinations, docs/shm-rendezvous.md).
+for chain in verbs,vendor,tcp shm,verbs,vendor,tcp; do
+  : >"$log"
+  want=${chain%%,*} host=$SOFTROCE_ADDR
+  [[ $want == shm ]] && host=127.0.0.1
+  (cd "$work" && exec env LD_PRELOAD="$FASTSOCK_LIB" FASTSOCK_TRANSPORTS=$chain timeout 60 \
+    NPtcp -P 22102 -u 1024 -n 3) >"$work/chain-rx.out" 2>&1 &
+  rx=$!
+  sleep 1
+  (cd "$work" && exec env LD_PRELOAD="$FASTSOCK_LIB" FASTSOCK_TRANSPORTS=$chain timeout 60 \
+    NPtcp -h "$host" -P 22102 -u 1024 -n 3 -o "$work/chain.out") >"$work/chain-tx.out" 2>&1 ||
+    fail "NPtcp ($chain) exited with $?: $(tail -3 "$work/chain-tx.out")"
+  wait "$rx" || fail "NPtcp receiver ($chain) exited with $?"
+  grep -qE "debug: fd=[0-9]+ client .* on $want( |\$)" "$log" ||
+    fail "chain $chain: the connection is not on $want: $(grep -E 'debug: fd=[0-9]+ (client|server) ' "$log" | head -2)"
+  grep -q "Address already in use" "$log" && fail "chain $chain: a listener found its port taken: $(grep -m1 'Address already in use' "$log")"
+  if [[ $want == verbs ]]; then
+    grep -q "no listener through profile rsocket: the verbs link listens on this port" "$log" ||
+      fail "chain $chain: rsocket did not step aside for the verbs listener"
+  fi
+  note "chain $chain: the connection went over $want"
 done
 rm -rf "$work"

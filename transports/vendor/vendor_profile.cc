@@ -233,6 +233,7 @@ const std::vector<Profile>& builtin_profiles() {
     // (ENODEV): the device directory the verbs link reads tells it without loading it.
     v.push_back(make_builtin("rsocket", {"librdmacm.so.1"}, Naming::prefix, "r", 0,
                              AddressRule{}, Readiness::vendor_poll, "/sys/class/infiniband"));
+    v.back().rdma_cm_ports = true;  // rsocket.c: a stream rsocket's CM id is in RDMA_PS_TCP
     // Myricom's README for the Sockets-MX module: a kernel protocol family, AF_MYRI (27),
     // to which its preload library remaps AF_INET at socket(); the sockets are the kernel's.
     // So libc's own socket calls reach it, with domain 27. Assumed (not documented in what

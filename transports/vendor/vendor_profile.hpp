@@ -88,6 +88,10 @@ struct Profile {
   // even loaded: the cheap sign that the vendor's hardware is there (rsocket:
   // /sys/class/infiniband). Empty: no such check.
   std::string needs;
+  // The library listens in the RDMA CM's TCP port space, as the verbs link does (rsocket):
+  // next to a verbs listener on the same port it could only fail (EADDRINUSE), and the
+  // verbs link, earlier in the chain, carries what it would.
+  bool rdma_cm_ports = false;
   bool builtin = false;
   int line = 0;                        // rules file line of a user profile, else 0
 };

@@ -47,6 +47,12 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
       const char* why = "";
       char text[160] = {};
       if (!vendors::Service::usable(i, &why)) continue;  // no thread for a profile that cannot work
+      if (vendors::Service::profile(i).rdma_cm_ports && s.listen_state[int(TransportId::verbs)]) {
+        LOG_DEBUG("fd=%d vendor: no listener through profile %s: the verbs link listens on "
+                  "this port in the same RDMA CM port space", s.slot->fd,
+                  vendors::Service::profile(i).name.c_str());
+        continue;
+      }
       vendors::Service* svc = vendors::Service::get(i, &why);
       void* handle = svc ? svc->listen(s.slot->local, text, sizeof text) : nullptr;
       if (!handle) {
