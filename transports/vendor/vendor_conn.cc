@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "cancel_point.hpp"
+#include "config_load.hpp"
 #include "internal_fds.hpp"
 #include "iov_cursor.hpp"
 #include "link_io.hpp"
@@ -351,6 +352,13 @@ int Conn::wait(int fd, short vendor_events, short tcp_events, Deadline& deadline
   // for a blocking call: rsocket's rpoll is not safe with two threads polling one rsocket
   // (each arming yields one completion event, which either may take: the other then
   // sleeps through the data, and with a blocking event channel it blocks in rsocket).
+  if (vendor_events && vfd_ >= 0 && state() == State::linked) {
+    // Spin first, as the verbs link does: a reply within the budget is taken without the
+    // service thread's two wake-ups (the library's poll with timeout 0 takes no events).
+    const int64_t spin_end = now_ns() + int64_t(config().spin_us) * 1000;
+    while (now_ns() < spin_end)
+      if (vendor_revents(vendor_events) & (vendor_events | POLLHUP | POLLERR)) return 0;
+  }
   arm(vendor_events);
   pollfd p[2];
   nfds_t nfds = 0;
