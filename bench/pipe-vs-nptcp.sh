@@ -3,9 +3,12 @@
 #
 # Issue 3 requires fastsock-pipe's latency and bandwidth on kernel TCP to agree with NPtcp's
 # within 10 %. Both programs run the same way: a receiver and a transmitter process over
-# 127.0.0.1, pinned alike, with the same -u/-p (so their size schedules are identical, which
-# this script checks row by row) and their default repetitions (3 trials of about 0.1 s per
-# size). The two programs take turns octave by octave: each round runs, for every octave
+# 127.0.0.1, pinned alike (by default on two CPUs: with both ends on one CPU a round trip of
+# 768 KiB-1 MiB moves its bytes through that CPU's 1 MiB L2 twice over and both programs'
+# times there depend on where their buffers happen to land), with the same fixed socket
+# buffers (-b; the kernel's autotuning grows them differently from one connection to the
+# next), the same -u/-p (so their size schedules are identical, which this script checks row
+# by row) and their default repetitions (3 trials of about 0.1 s per size). The two programs take turns octave by octave: each round runs, for every octave
 # [2^k, 3*2^(k-1)] of the size range (-l/-u set to it, which reproduces exactly the base
 # points and perturbations of the full schedule), NPtcp and then fastsock-pipe (the other
 # order in even rounds). Runs of a few seconds each keep both programs under the same load
@@ -27,15 +30,16 @@ usage: bench/pipe-vs-nptcp.sh [--quick] [--rounds N] [--upper BYTES] [--perturba
                               [--json FILE]
 
   --quick         -u 8192, 1 round: checks the plumbing, not a measurement
-  --rounds N      interleaved rounds (default 3)
+  --rounds N      interleaved rounds (default 7, about 10 minutes)
   --upper BYTES   largest size, a power of two (default 1048576)
   --perturbation  both programs' -p (default 3, NetPIPE's)
-  --placement     CPUs of the two ends (default same: both on the last CPU, as
-                  bench/real-programs.sh; see bench_placement_cpus in bench_lib.sh)
+  --placement     CPUs of the two ends (default cross: receiver on CPU 0, transmitter on
+                  CPU 1; see bench_placement_cpus in bench_lib.sh)
   --buffer BYTES  both programs' -b (SO_SNDBUF/SO_RCVBUF at both ends, set before
-                  listen/connect) instead of the kernel's autotuning, whose buffer growth
-                  differs from one connection to the next and makes times above ~192 KiB
-                  bimodal; the kernel caps it at net.core.wmem_max/rmem_max
+                  listen/connect; default 4194304) instead of the kernel's autotuning,
+                  whose buffer growth differs from one connection to the next and makes
+                  times above ~192 KiB bimodal; 0 leaves the autotuning on; the kernel caps
+                  the value at net.core.wmem_max/rmem_max
   --pipe PATH     fastsock-pipe binary (default build/tools/fastsock-pipe/fastsock-pipe)
   --json FILE     also write the per-size results as JSON
 USAGE
@@ -47,7 +51,7 @@ repo_dir=$(dirname "$script_dir")
 # shellcheck source=bench_lib.sh
 source "$script_dir/bench_lib.sh"
 
-quick=0 rounds="" upper="" pert=3 placement=same json="" buffer=""
+quick=0 rounds="" upper="" pert=3 placement=cross json="" buffer=4194304
 pipe=$repo_dir/build/tools/fastsock-pipe/fastsock-pipe
 while (($#)); do
   case $1 in
@@ -64,17 +68,15 @@ while (($#)); do
   esac
   shift
 done
-[[ -z $rounds ]] && rounds=$((quick ? 1 : 3))
+[[ -z $rounds ]] && rounds=$((quick ? 1 : 7))
 [[ -z $upper ]] && upper=$((quick ? 8192 : 1048576))
 for v in "$rounds" "$upper"; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "pipe-vs-nptcp.sh: bad number '$v'" >&2; exit 2; }
 done
 [[ $pert =~ ^[0-9]+$ ]] || { echo "pipe-vs-nptcp.sh: bad perturbation '$pert'" >&2; exit 2; }
+[[ $buffer =~ ^[0-9]+$ ]] || { echo "pipe-vs-nptcp.sh: bad --buffer '$buffer'" >&2; exit 2; }
 buffer_opt=()
-if [[ -n $buffer ]]; then
-  [[ $buffer =~ ^[1-9][0-9]*$ ]] || { echo "pipe-vs-nptcp.sh: bad --buffer '$buffer'" >&2; exit 2; }
-  buffer_opt=(-b "$buffer")
-fi
+if ((buffer == 0)); then buffer=""; else buffer_opt=(-b "$buffer"); fi
 # A power of two is a base point of NetPIPE's schedule, so NPtcp measures it too (fastsock-pipe
 # always measures -u; NPtcp only when its sequence reaches it).
 ((upper & (upper - 1))) && { echo "pipe-vs-nptcp.sh: --upper must be a power of two" >&2; exit 2; }

@@ -12,16 +12,29 @@ using namespace fastsock_pipe;
 
 TEST_CASE("endpoint: one buffer per direction without a pool") {
   Endpoint ep;
-  ep.prepare(100, 0);
+  ep.prepare(100, 0, false);
   CHECK(ep.slots() == 1);
   CHECK(ep.send_slot(0) == ep.send_slot(7));
   CHECK(ep.recv_slot(0) == ep.recv_slot(3));
+  CHECK(ep.send_slot(0) != ep.recv_slot(0));
+  // Page-aligned (16 KiB) like NetPIPE's buffers.
+  CHECK(reinterpret_cast<uintptr_t>(ep.send_slot(0)) % 16384 == 0);
+  CHECK(reinterpret_cast<uintptr_t>(ep.recv_slot(0)) % 16384 == 0);
+}
+
+TEST_CASE("endpoint: ping-pong's one buffer serves sends and receives, pools never share") {
+  Endpoint ep;
+  ep.prepare(3000, 0, true);
+  CHECK(ep.send_slot(0) == ep.recv_slot(0));
+  ep.prepare(100, 4096, true);  // a pool keeps its two directions apart
+  CHECK(ep.send_slot(0) != ep.recv_slot(0));
+  ep.prepare(100, 0, false);
   CHECK(ep.send_slot(0) != ep.recv_slot(0));
 }
 
 TEST_CASE("endpoint: a cache-invalidate pool walks distinct aligned slots before reusing one") {
   Endpoint ep;
-  ep.prepare(100, 4096);  // 100-byte messages in 128-byte slots: 32 slots of 4096 bytes
+  ep.prepare(100, 4096, false);  // 100-byte messages in 128-byte slots: 32 slots of 4096 bytes
   REQUIRE(ep.slots() == 32);
   std::set<uint8_t*> seen;
   for (std::size_t i = 0; i < 32; ++i) {
@@ -40,7 +53,7 @@ TEST_CASE("endpoint: a cache-invalidate pool walks distinct aligned slots before
 
 TEST_CASE("endpoint: a message larger than the pool gets one slot") {
   Endpoint ep;
-  ep.prepare(10000, 4096);
+  ep.prepare(10000, 4096, false);
   CHECK(ep.slots() == 1);
 }
 

@@ -23,14 +23,16 @@ struct Endpoint {
   uint64_t messages = 0;           // messages this end sent (selects the next buffer slot)
 
   // Buffers for messages of `bytes`. Normally one send and one receive buffer, reused by
-  // every message (NetPIPE's default, data stays in cache). With `pool_bytes` > 0 (cache
-  // invalidation, NetPIPE's -I) each direction gets a pool of at least that many bytes cut
-  // into message slots, and consecutive messages use consecutive slots, so a slot is only
-  // reused after the whole pool - larger than the last-level cache - has been walked.
-  void prepare(std::size_t bytes, std::size_t pool_bytes);
+  // every message (NetPIPE's default, data stays in cache); with `one_buffer` (ping-pong,
+  // where an end never sends and receives at once) sends and receives share one buffer, as
+  // NetPIPE's do, so both programs keep the same bytes in the caches. With `pool_bytes` > 0
+  // (cache invalidation, NetPIPE's -I) each direction gets a pool of at least that many
+  // bytes cut into message slots, and consecutive messages use consecutive slots, so a slot
+  // is only reused after the whole pool - larger than the last-level cache - has been walked.
+  void prepare(std::size_t bytes, std::size_t pool_bytes, bool one_buffer);
   std::size_t slots() const { return slot_count_; }
   uint8_t* send_slot(std::size_t i) { return spool_.get() + (i % slot_count_) * stride_; }
-  uint8_t* recv_slot(std::size_t i) { return rpool_.get() + (i % slot_count_) * stride_; }
+  uint8_t* recv_slot(std::size_t i) { return rbase_ + (i % slot_count_) * stride_; }
 
   // Sends slot `slot` as the message at run offset `off` (pattern first, in integrity mode).
   bool send_message(std::size_t slot, std::size_t bytes, uint64_t off);
@@ -44,6 +46,7 @@ struct Endpoint {
     void operator()(uint8_t* p) const;
   };
   std::unique_ptr<uint8_t[], FreeAligned> spool_, rpool_;
+  uint8_t* rbase_ = nullptr;  // where receives go: rpool_, or spool_ with one buffer
   std::size_t capacity_ = 0;  // bytes allocated per pool
   // The portable path's staging buffers, one per direction (bidirectional mode sends and
   // receives at once), each one message long.

@@ -55,7 +55,7 @@ int run_receiver(int fd) {
     ep.path = array_path(ep.element, requested_api(req.flags));
     const Mode mode = static_cast<Mode>(req.mode);
     const std::size_t bytes = req.bytes;
-    ep.prepare(bytes, req.pool_bytes);
+    ep.prepare(bytes, req.pool_bytes, mode == Mode::pingpong);
     const uint64_t errors_before = ep.errors;
     for (int64_t t = -1; t < static_cast<int64_t>(req.trials); ++t) {
       const long n = static_cast<long>(t < 0 ? req.warmup : req.repeats);

@@ -38,7 +38,7 @@ class DirectSession final : public Session {
                   static_cast<uint32_t>(ep_.element)};
     to_wire(r);
     if (!send_all(ep_.fd, &r, sizeof r)) return false;
-    ep_.prepare(plan.bytes, plan.pool_bytes);
+    ep_.prepare(plan.bytes, plan.pool_bytes, mode_ == Mode::pingpong);
     errors_before_ = ep_.errors;
     double ignored = 0;
     return plan.warmup == 0 || tx_phase(mode_, ep_, plan.bytes, plan.warmup, nullptr, &ignored);
