@@ -58,7 +58,7 @@ void Endpoint::prepare(std::size_t bytes, std::size_t pool_bytes, bool one_buffe
     std::memset(rpool_.get(), 0, alloc);
   } else if (slot_count_ == 1) {
     fill_elements(spool_.get(), bytes, element);
-    std::memset(rpool_.get(), 0, bytes);
+    if (!one_buffer) std::memset(rpool_.get(), 0, bytes);  // one buffer: rpool_ goes unused
   }
   rbase_ = one_buffer && slot_count_ == 1 ? spool_.get() : rpool_.get();
   if (path == ArrayPath::portable && bytes > stage_capacity_) {

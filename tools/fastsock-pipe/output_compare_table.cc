@@ -71,7 +71,7 @@ void compare_summary(std::FILE* out, const std::vector<Lane>& lanes, const RunIn
       std::fprintf(out, "; Hockney t0 %.2f us, r_inf %.1f Mbit/s, n_half %.0f B", s.fit.t0 * 1e6,
                    s.fit.r_inf_mbps(), s.fit.n_half);
     else
-      std::fprintf(out, "; no Hockney fit (needs time growing with size and a positive t0)");
+      std::fprintf(out, "; no Hockney fit (%s)", kNoHockneyFitWhy);
     std::fprintf(out, "\n");
     if (!l.tx_path.empty()) std::fprintf(out, "# %-10s %s\n", l.name.c_str(), arrays_line(l).c_str());
   }

@@ -50,7 +50,7 @@ void table_summary(std::FILE* out, const Lane& lane, const RunInfo& info) {
     std::fprintf(out, "# Hockney fit t(n) = t0 + n/r_inf: t0 = %.2f us, r_inf = %.2f Mbit/s, "
                  "n_half = %.0f bytes\n", s.fit.t0 * 1e6, s.fit.r_inf_mbps(), s.fit.n_half);
   else
-    std::fprintf(out, "# Hockney fit: none (needs time growing with size and a positive t0)\n");
+    std::fprintf(out, "# Hockney fit: none (%s)\n", kNoHockneyFitWhy);
   std::fflush(out);
 }
 

@@ -48,6 +48,9 @@ struct HockneyFit {
   double n_half = 0;       // bytes: size reaching half of r_inf (= t0 * r_inf)
   double r_inf_mbps() const { return r_inf * 8.0 / 1e6; }
 };
+// Why an invalid fit has no numbers, as the tables print it.
+inline constexpr const char* kNoHockneyFitWhy =
+    "needs time growing with size and a positive t0";
 HockneyFit hockney_fit(const std::vector<double>& bytes, const std::vector<double>& seconds);
 
 struct RunSummary {
