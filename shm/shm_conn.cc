@@ -1,5 +1,6 @@
 #include "shm_conn.hpp"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -13,6 +14,7 @@
 
 #include "cancel_point.hpp"
 #include "endpoint.hpp"
+#include "fd_budget.hpp"
 #include "internal_fds.hpp"
 #include "link_io.hpp"
 #include "log.hpp"
@@ -149,7 +151,7 @@ int Conn::start_connector(int fd, const char** why) {
             slot_op_ == SlotOp::reuse   ? "reused from the channel's pool"
             : slot_op_ == SlotOp::fresh ? "new, kept in the channel's pool"
                                         : "of its own (not pooled)");
-  seg_->close_fd();
+  keep_memfd_for(fd);
   tx_ = RingProducer(*seg_, 0);
   rx_ = RingConsumer(*seg_, 1);
   handoff_out_ = HandoffSender(*seg_, 0);
@@ -163,7 +165,12 @@ int Conn::start_connector(int fd, const char** why) {
   return 0;
 }
 
-int Conn::start_acceptor(Handshake& handshake, const char** why) {
+void Conn::keep_memfd_for(int fd) {
+  const long flags = fd >= 0 ? sys::fcntl(fd, F_GETFD, 0) : -1;
+  if (flags < 0 || (flags & FD_CLOEXEC) || !fd_budget::room_for_exec(fd)) seg_->close_fd();
+}
+
+int Conn::start_acceptor(Handshake& handshake, const char** why, int fd) {
   side_ = 1;
   phase_ = Phase::tcp;
   const char* ignored;
@@ -198,9 +205,8 @@ int Conn::start_acceptor(Handshake& handshake, const char** why) {
       (void)handshake.reject(st.reason, &ignored);
       return -st.err;
     }
-    // Mapped and sealed: the memfd is not needed any more (the connector closes its own once
-    // passed). Kept open it would cost a descriptor per accepted connection.
-    segment_.close_fd();
+    // Mapped and sealed: the memfd is needed only to continue over exec.
+    keep_memfd_for(fd);
     own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     internal_fds::add(own_bell_);  // out of the application's close loops
     if (own_bell_ < 0) {

@@ -65,7 +65,9 @@ class Conn {
   // connection stays on TCP).
   int start_connector(int fd, const char** why);
   // Acceptor, with the connector's handshake found by the listener. 0 or -errno + `why`.
-  int start_acceptor(Handshake& handshake, const char** why);
+  // `fd` is the accepted socket (its close-on-exec flag decides whether the memfd is kept,
+  // see keep_memfd_for).
+  int start_acceptor(Handshake& handshake, const char** why, int fd = -1);
 
   Phase phase() const { return phase_; }
   // Set when the phase changed to `tcp` after attach: why (for the stats slot).
@@ -94,6 +96,17 @@ class Conn {
     return phase_ == Phase::tcp && !resending_ && leftover_pos_ == leftover_len_;
   }
 
+  // exec into a program that runs the library (src/exec_handover.hpp; shm/shm_conn_exec.cc).
+  // exec_handover: if the connection can continue in the new image as it is (both
+  // directions on shm, nothing under way that only this image could finish, the segment's
+  // memfd still open), writes the token, makes the memfd and both eventfds inheritable and
+  // holds both locks until exec_failed(); returns the token's length, else 0 (nothing held).
+  size_t exec_handover(char* out, size_t cap);
+  void exec_failed();
+  // In the new image: the connection as the token describes it, on socket `fd`. 0, or
+  // -errno with `why`.
+  int adopt(int fd, const char* token, const char** why);
+
   // The last descriptor closes: FIN on shm for the peer, after every byte already sent
   // (unless SO_LINGER {1, 0} asked for a reset).
   void close();
@@ -109,6 +122,11 @@ class Conn {
   bool check_peer();
   void check_peer_cheap();
   void fall_back(const char* why);
+  // The segment's memfd stays open while the socket `fd` is inherited by exec (not
+  // close-on-exec) and descriptors are plentiful (fd_budget::room_for_exec): a connection
+  // can continue in an exec'd image only with it. Otherwise it is closed once mapped and
+  // passed, saving a descriptor per connection.
+  void keep_memfd_for(int fd);
   // This end's stream continues on TCP after its last ring byte (the peer reads the ring
   // empty first); resends first what the peer asked for, if it asked. Send lock held.
   void move_tx_to_tcp(int fd);
@@ -192,6 +210,7 @@ class Conn {
   // The acceptor's eventfd never arrived (check_peer): this end reads the ring but sends on
   // TCP, since it cannot wake the acceptor.
   bool peer_bell_missing_ = false;
+  bool exec_held_ = false;  // exec_handover holds both locks
   uint8_t expect_type_ = 0;
   uint64_t expect_end_ = 0;
   // Whether the typed marks disagree with expect_type_ over the next `want` bytes.

@@ -130,6 +130,9 @@ class HandoffReceiver {
   bool posted_hint() const;
   bool refused() const { return refused_; }
   int last_error() const { return last_error_; }
+  // Part of a post was delivered and the rest not yet: only this object knows how much
+  // (a new receiver built on the segment would take the post for history).
+  bool mid_post() const { return !finished_ && progress_ > 0; }
 
  private:
   struct Live {

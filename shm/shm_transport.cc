@@ -153,7 +153,7 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
         return -ENOMEM;
       }
       s.link_state = c;
-      rc = c->start_acceptor(match.handshake, &reason);
+      rc = c->start_acceptor(match.handshake, &reason, s.slot->fd);
     }
     if (rc < 0) {
       snprintf(why, why_len, "%s (%s)", reason, strerrordesc_np(-rc));
@@ -173,6 +173,28 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
       return;
     const auto* lg = static_cast<const linger*>(value);
     conn(s).set_abortive_close(lg->l_onoff && lg->l_linger == 0);
+  }
+  size_t exec_handover(Socket& s, int fd, char* out, size_t cap) noexcept override {
+    (void)fd;
+    return s.link_state ? conn(s).exec_handover(out, cap) : 0;
+  }
+  void exec_failed(Socket& s) noexcept override {
+    if (s.link_state) conn(s).exec_failed();
+  }
+  int adopt(Socket& s, int fd, const char* token, char* why, size_t why_len) noexcept override {
+    auto* c = new (std::nothrow) shm::Conn(conn_options());
+    if (!c) {
+      snprintf(why, why_len, "out of memory");
+      return -ENOMEM;
+    }
+    const char* reason = "";
+    if (int rc = c->adopt(fd, token, &reason); rc < 0) {
+      snprintf(why, why_len, "%s", reason);
+      delete c;
+      return rc;
+    }
+    s.link_state = c;
+    return 0;
   }
   void detach(Socket& s) noexcept override {
     if (s.link_state) conn(s).close();

@@ -30,4 +30,12 @@ bool room_for_link(int fd) noexcept {
   return limit > 0 && fd < limit / 2;
 }
 
+bool room_for_exec(int fd) noexcept {
+  if (fd < 0) return false;
+  if (!config().fd_budget) return true;
+  long limit = g_soft_limit.load(std::memory_order_relaxed);
+  if (limit < 0 || fd >= limit / 4) limit = read_soft_limit();
+  return limit > 0 && fd < limit / 4;
+}
+
 }  // namespace fastsock::fd_budget

@@ -198,6 +198,9 @@ void remove_range(unsigned first, unsigned last) noexcept {
 }
 
 void for_each_socket(void (*fn)(int fd, Socket& s, void* context), void* context) noexcept {
+  // Inherited sockets first (fork or exec may be a process's first hooked call).
+  if (!fastsock::detail::g_real_ready.load(std::memory_order_acquire))
+    fastsock::detail::resolve_real();
   const size_t limit = g_chunk_limit.load(std::memory_order_acquire);
   for (size_t c = 0; c < limit; ++c) {
     Entry* chunk = g_chunks[c].load(std::memory_order_acquire);

@@ -39,6 +39,12 @@ class SocketRef {
   Socket* s_ = nullptr;
 };
 
+namespace detail {
+// real.hpp: set once the real entry points are resolved and inherited sockets adopted.
+extern std::atomic<bool> g_real_ready;
+void resolve_real() noexcept;
+}  // namespace detail
+
 namespace fd_table {
 
 inline constexpr int kChunkBits = 12;
@@ -59,6 +65,12 @@ inline detail::Entry* entry_of(int fd) noexcept {
   if (unsigned(fd) >= unsigned(kMaxFd)) [[unlikely]] return nullptr;
   detail::Entry* chunk =
       detail::g_chunks[unsigned(fd) >> kChunkBits].load(std::memory_order_acquire);
+  if (!chunk && !fastsock::detail::g_real_ready.load(std::memory_order_acquire)) [[unlikely]] {
+    // The process's first hooked call: the sockets it inherited (connections continuing
+    // over exec among them) enter the table before this call looks `fd` up.
+    fastsock::detail::resolve_real();
+    chunk = detail::g_chunks[unsigned(fd) >> kChunkBits].load(std::memory_order_acquire);
+  }
   return chunk ? &chunk[fd & (kChunkSize - 1)] : nullptr;
 }
 

@@ -6,11 +6,15 @@
 // child shares the parent's memory, and any bookkeeping it did would corrupt the parent's.
 //
 // exec: the stats file of this pid is unlinked before the image is replaced and restored
-// if exec fails. Connections themselves need nothing while the kernel carries them all.
+// if exec fails. A connection a user-space link carries continues in the new image when
+// that image runs the library too, else it goes back to the kernel (exec_handover.hpp).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 
+#include "exec_handover.hpp"
+#include "exec_image.hpp"
 #include "fd_table.hpp"
 #include "ops.hpp"
 #include "process.hpp"
@@ -37,9 +41,8 @@ void register_fork_handlers(const ForkHandlers& handlers) noexcept {
 
 namespace {
 
-// Every connection a link carries outside the kernel goes back to the kernel before fork
-// and exec: after fork two processes would share one end of a ring, and an exec'd program
-// cannot find the ring at all; the kernel socket follows both correctly.
+// Every connection a link carries outside the kernel goes back to the kernel before fork:
+// two processes would share one end of a ring; the kernel socket follows both correctly.
 void downgrade_all(const char* why) noexcept {
   fd_table::for_each_socket(
       [](int fd, Socket& s, void* reason) {
@@ -66,39 +69,63 @@ long fork() {
 
 namespace {
 // Runs an exec entry point with the stats file unlinked; it only returns on failure.
+// `follows`: the new program runs this library, so connections may continue there
+// (exec_handover.hpp); the call gets the environment to pass, or null to keep its own.
 template <typename Call>
-long exec_with(Call&& call) {
-  downgrade_all("exec");
+long exec_with(bool follows, char* const envp[], Call&& call) {
+  exec_handover::Exec handover(follows, envp);
   stats::before_exec();
-  const long rc = neg_errno(call());
+  const long rc = neg_errno(call(handover.env_changed() ? handover.envp() : nullptr));
   stats::after_failed_exec();
+  handover.failed();
   return rc;
+}
+
+bool path_runs_library(const char* path, char* const envp[]) {
+  return exec_image::runs_library(AT_FDCWD, path, 0, envp);
+}
+
+bool file_runs_library(const char* file, char* const envp[]) {
+  char path[4096];
+  return exec_image::resolve_in_path(file, path, sizeof path) && path_runs_library(path, envp);
 }
 }  // namespace
 
 long execve(const char* path, char* const argv[], char* const envp[]) {
-  return exec_with([&] { return real().execve(path, argv, envp); });
+  return exec_with(path_runs_library(path, envp), envp, [&](char* const* env) {
+    return real().execve(path, argv, env ? env : envp);
+  });
 }
 
 long execv(const char* path, char* const argv[]) {
-  return exec_with([&] { return real().execv(path, argv); });
+  return exec_with(path_runs_library(path, environ), environ, [&](char* const* env) {
+    return env ? real().execve(path, argv, env) : real().execv(path, argv);
+  });
 }
 
 long execvp(const char* file, char* const argv[]) {
-  return exec_with([&] { return real().execvp(file, argv); });
+  return exec_with(file_runs_library(file, environ), environ, [&](char* const* env) {
+    return env ? real().execvpe(file, argv, env) : real().execvp(file, argv);
+  });
 }
 
 long execvpe(const char* file, char* const argv[], char* const envp[]) {
-  return exec_with([&] { return real().execvpe(file, argv, envp); });
+  return exec_with(file_runs_library(file, envp), envp, [&](char* const* env) {
+    return real().execvpe(file, argv, env ? env : envp);
+  });
 }
 
 long fexecve(int fd, char* const argv[], char* const envp[]) {
-  return exec_with([&] { return real().fexecve(fd, argv, envp); });
+  return exec_with(exec_image::runs_library(fd, "", AT_EMPTY_PATH, envp), envp,
+                   [&](char* const* env) { return real().fexecve(fd, argv, env ? env : envp); });
 }
 
 long execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
               int flags) {
-  return exec_with([&] { return real().execveat(dirfd, path, argv, envp, flags); });
+  return exec_with(exec_image::runs_library(dirfd, path, flags, envp), envp,
+                   [&](char* const* env) {
+                     return real().execveat(dirfd, path, argv, env ? env : envp, flags);
+                   });
 }
 
 }  // namespace ops

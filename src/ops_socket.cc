@@ -13,6 +13,7 @@
 #include "config_load.hpp"
 #include "endpoint.hpp"
 #include "epoll_merge.hpp"
+#include "exec_handover.hpp"
 #include "fd_table.hpp"
 #include "guard.hpp"
 #include "log.hpp"
@@ -251,8 +252,39 @@ namespace fastsock {
 
 namespace {
 
+// A connection the previous program image handed over (exec_handover.hpp) continues on
+// its link. If that fails, the socket is shut down: its peer sends into shared state that
+// nobody here reads, so an end of stream is the only honest answer (never a hang).
+void continue_over_exec(Socket& s, int fd, const struct stat& st, const exec_handover::Entry& e) {
+  stats::Slot& slot = *s.slot;
+  if (st.st_ino != e.inode) {
+    // A descriptor number the previous image did not hand over (reused since): leave it.
+    snprintf(slot.reason, sizeof slot.reason, "inherited at exec: stays on tcp");
+    return;
+  }
+  char why[96] = "the link is not in this build";
+  const TransportEntry* entry = find_transport(e.link);
+  if (entry && entry->instance().adopt(s, fd, e.token, why, sizeof why) == 0) {
+    s.link = &entry->instance();
+    s.user_io.store(!s.link->kernel_carries_data(), std::memory_order_relaxed);
+    slot.transport = uint8_t(e.link);
+    snprintf(slot.reason, sizeof slot.reason, "continued over exec");
+    const std::string_view name = transport_name(e.link);
+    LOG_DEBUG("fd=%d continues on %.*s after exec", fd, int(name.size()), name.data());
+    return;
+  }
+  LOG_ERROR("fd=%d: the connection cannot continue after exec (%s): shut down", fd, why);
+  (void)real().shutdown(fd, SHUT_RDWR);
+  snprintf(slot.reason, sizeof slot.reason, "could not continue over exec: %s", why);
+}
+
 // Enters one descriptor found at start-up into the table if it is a TCP socket.
 void adopt_one(int fd) noexcept {
+  exec_handover::Entry handed;
+  const exec_handover::Role handed_role = exec_handover::find(fd, handed);
+  // A further descriptor of a handed-over connection joins its first one's Socket (see
+  // adopt_inherited_sockets), as dup'ed descriptors share one.
+  if (handed_role == exec_handover::Role::extra) return;
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
   int domain = 0, type = 0, protocol = 0, listening = 0;
@@ -288,7 +320,10 @@ void adopt_one(int fd) noexcept {
     // The kernel has carried it since before this program started; it stays there.
     slot.role = uint8_t(stats::Role::inherited);
     slot.peer = endpoint_from(reinterpret_cast<sockaddr*>(&peer), peer_len);
-    snprintf(slot.reason, sizeof slot.reason, "inherited at exec: stays on tcp");
+    if (handed_role == exec_handover::Role::first)
+      continue_over_exec(*s, fd, st, handed);
+    else
+      snprintf(slot.reason, sizeof slot.reason, "inherited at exec: stays on tcp");
     ops::publish(*s, stats::SlotState::connected);
   }
   fd_table::install(fd, s.get());
@@ -314,6 +349,10 @@ void adopt_inherited_sockets() noexcept {
     }
     closedir(dir);
   }
+  exec_handover::for_each_extra([](int extra_fd, int first_fd) {
+    if (SocketRef s = fd_table::lookup(first_fd); s && fd_table::peek(extra_fd) == nullptr)
+      fd_table::install(extra_fd, s.get());
+  });
   errno = saved_errno;
 }
 

@@ -11,7 +11,9 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <cerrno>
 #include <cstddef>
+#include <cstdio>
 
 #include "transport_id.hpp"
 
@@ -107,6 +109,26 @@ class Transport {
   // follow: fork, exec, fdopen (stdio reads and writes inside glibc), passing the
   // descriptor to another process. No-op for a link the kernel carries.
   virtual void downgrade(Socket& s, int fd, const char* why) noexcept = 0;
+
+  // exec into a program that runs the library too (src/exec_handover.hpp): the connection
+  // may continue there instead of being downgraded. A link that can hand it over writes
+  // what the new image needs into `out` (printable; no ';' or '/'), makes the descriptors it
+  // names inheritable, holds the connection still until exec_failed() (or until the image
+  // is gone), and returns the length written. 0: the core downgrades the connection.
+  virtual size_t exec_handover(Socket& s, int fd, char* out, size_t cap) noexcept {
+    (void)s, (void)fd, (void)out, (void)cap;
+    return 0;
+  }
+  // The exec returned (it failed): the connection goes on in this image as before.
+  virtual void exec_failed(Socket& s) noexcept { (void)s; }
+  // In the new image: takes over the connection from the token exec_handover wrote (into
+  // Socket::link_state). 0, or -errno with `why` (the core then shuts the socket down: the
+  // peer must not wait for bytes nobody will send).
+  virtual int adopt(Socket& s, int fd, const char* token, char* why, size_t why_len) noexcept {
+    (void)s, (void)fd, (void)token;
+    snprintf(why, why_len, "this link cannot continue a connection over exec");
+    return -ENOTSUP;
+  }
 
   virtual int shutdown(Socket& s, int fd, int how) noexcept = 0;
   // The last descriptor of the connection is closing: release per-connection resources.

@@ -402,7 +402,29 @@ int shm_segment_mappings(void) { return mappings_named("/memfd:fastsock-shm"); }
 
 int pooled_segment_mappings(void) { return mappings_named("/memfd:fastsock-shm-pool "); }
 
-int count_unpooled_fds(void) { return count_connection_fds() - 2 * pooled_segment_mappings(); }
+// Descriptors that are a segment's memfd kept open for exec (shm/shm_conn.hpp
+// keep_memfd_for): "pool" for pooled segments' (their slot keeps it), else a connection's.
+int count_memfds(int pooled) {
+  DIR* d = opendir("/proc/self/fd");
+  CHECK(d != NULL, "opendir(/proc/self/fd)");
+  const char* want = pooled ? "/memfd:fastsock-shm-pool " : "/memfd:fastsock-shm ";
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    char path[300], target[256];
+    snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+    const ssize_t len = readlink(path, target, sizeof target - 1);
+    if (len <= 0) continue;
+    target[len] = '\0';
+    if (strncmp(target, want, strlen(want)) == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+int count_unpooled_fds(void) {
+  return count_connection_fds() - 2 * pooled_segment_mappings() - count_memfds(1);
+}
 
 int unpooled_segment_mappings(void) { return shm_segment_mappings() - pooled_segment_mappings(); }
 

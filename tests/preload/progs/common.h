@@ -106,6 +106,9 @@ int shm_segment_mappings(void);
 int pooled_segment_mappings(void);
 // With no connection open, every pooled segment is idle: what is left once they are taken
 // away (two eventfds each) must be what a connection's own life gives back exactly.
+// Memfds of segments kept open so that their connections can continue over exec (1: those
+// of pooled segments, kept by their slots; 0: those of unpooled connections).
+int count_memfds(int pooled);
 int count_unpooled_fds(void);
 int unpooled_segment_mappings(void);
 // Fails unless the pooled segments are within the pools' bound (16 per channel).

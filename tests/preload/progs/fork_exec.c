@@ -168,11 +168,11 @@ static void exec_by(const char* how, char* const argv[]) {
   else if (!strcmp(how, "execvp")) execvp("exec_child", argv);  // found through PATH
   else if (!strcmp(how, "execvpe")) execvpe("exec_child", argv, environ);
   else if (!strcmp(how, "execl"))
-    execl(path, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], (char*)NULL);
+    execl(path, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], (char*)NULL);
   else if (!strcmp(how, "execlp"))
-    execlp("exec_child", argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], (char*)NULL);
+    execlp("exec_child", argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], (char*)NULL);
   else if (!strcmp(how, "execle"))
-    execle(path, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], (char*)NULL, environ);
+    execle(path, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], (char*)NULL, environ);
   else if (!strcmp(how, "execveat")) execveat(AT_FDCWD, path, argv, environ, 0);
   else if (!strcmp(how, "fexecve")) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -234,6 +234,74 @@ static void exec_family(void) {
   SYS(close(s));
 }
 
+// 4. exec without fork: the process that made a connection (on shm, both directions
+//    switched, with request bytes in flight toward it) replaces itself with exec_child by
+//    each exec call. The connection continues on shm in the new program (it says so through
+//    fastsock_transport), the bytes in flight arrive, and the parent's end stays on shm.
+//    Exec'd with an environment without LD_PRELOAD, the connection is moved to TCP first.
+static void exec_without_fork(void) {
+  static const char* const hows[] = {"execve", "execv",    "execvp",  "execvpe", "execl",
+                                     "execle", "execlp",   "fexecve", "execveat",
+                                     "no-library"};
+  const int n = (int)(sizeof hows / sizeof hows[0]);
+  const int shm = fastsock_present() && strcmp(both_ends_link(), "shm") == 0;
+  for (int i = 0; i < n; i++) {
+    const char* how = hows[i];
+    const int library = strcmp(how, "no-library") != 0;
+    const char* link_after = shm && library ? "shm" : "tcp";
+    int lfd = tcp_listen(AF_INET, 0, 1);
+    const uint16_t port = local_port(lfd);
+    fflush(stdout);
+    const size_t req = 5000 + (size_t)i, rep = 7000 + (size_t)i;
+    const unsigned seed = 60 + (unsigned)i;
+    int pid = (int)SYS(fork());
+    if (pid == 0) {
+      SYS(close(lfd));
+      int c = tcp_connect(AF_INET, port);
+      // One exchange first: both directions switched to the link before the exec.
+      char b = 'x';
+      write_all(c, &b, 1);
+      read_exact(c, &b, 1);
+      char fd_arg[16], req_arg[16], seed_arg[16], rep_arg[16];
+      snprintf(fd_arg, sizeof fd_arg, "%d", c);
+      snprintf(req_arg, sizeof req_arg, "%zu", req);
+      snprintf(seed_arg, sizeof seed_arg, "%u", seed);
+      snprintf(rep_arg, sizeof rep_arg, "%zu", rep);
+      char* argv[] = {"exec_child", fd_arg, req_arg, seed_arg, rep_arg, (char*)how,
+                      (char*)link_after, NULL};
+      if (library) exec_by(how, argv);
+      // The same program without the library: LD_PRELOAD left out of its environment.
+      static char* env[256];
+      int k = 0;
+      for (char** e = environ; *e && k < 255; e++)
+        if (strncmp(*e, "LD_PRELOAD=", 11) != 0) env[k++] = *e;
+      env[k] = NULL;
+      execve(g_child_path, argv, env);
+      _exit(127);
+    }
+    int s = (int)SYS(accept(lfd, NULL, NULL));
+    SYS(close(lfd));
+    struct timeval tv = {15, 0};
+    SYS(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+    char b;
+    read_exact(s, &b, 1);
+    // The request goes out before the child execs: in flight on the link across the exec.
+    static char buf[16384];
+    fill_pattern(buf, req, seed, 0);
+    write_all(s, &b, 1);
+    write_all(s, buf, req);
+    int reaped = await_reply(s, pid, how);
+    read_exact(s, buf, rep);
+    check_pattern(buf, rep, seed + 100, 0, "reply from the program exec'd without fork");
+    CHECK(read(s, &b, 1) == 0, "%s: no end of stream after the reply", how);
+    if (!reaped) wait_child_ok(pid, how);
+    expect_transport(s, link_after);
+    SYS(close(s));
+    ok("%s without fork: %zu bytes in flight across the exec, %zu back, on %s after it", how,
+       req, rep, link_after);
+  }
+}
+
 int main(int argc, char** argv) {
   (void)argc;
   prog_init("fork_exec");
@@ -253,5 +321,6 @@ int main(int argc, char** argv) {
   shared_after_fork();
   listener_after_fork();
   exec_family();
+  exec_without_fork();
   return 0;
 }
