@@ -48,6 +48,7 @@
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_channels.hpp"
 #include "shm_rendezvous_io.hpp"
+#include "shm_rendezvous_name.hpp"
 #include "shm_segment.hpp"
 
 using namespace fastsock;
@@ -213,6 +214,63 @@ void part_dial_no_record(long n) {
   }
 }
 
+// A destination on another host (TEST-NET-2: another host, or no route, unless this host
+// has the address; setup_parts checks), on `port`.
+sockaddr_in elsewhere(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(0xc6336401);  // 198.51.100.1
+  return a;
+}
+
+// One name looked up and missed (a wildcard destination tries its exact record only; so
+// did a non-loopback destination before wildcard records were tried for this host's own
+// addresses).
+void part_dial_one_name(long n) {
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_port = htons(uint16_t(ntohs(g_dst.sin_port) ^ 1));
+  const char* why = nullptr;
+  for (long i = 0; i < n; ++i) {
+    Dialer d;
+    if (d.dial(reinterpret_cast<const sockaddr*>(&any), sizeof any, &why) != -ECONNREFUSED)
+      die("dial found a record where none is");
+  }
+}
+
+// What a connection to another host pays when no record exists on its port here: the
+// exact name and the two wildcard names looked up.
+void part_dial_remote_no_record(long n) {
+  const sockaddr_in dst = elsewhere(uint16_t(ntohs(g_dst.sin_port) ^ 1));
+  const char* why = nullptr;
+  for (long i = 0; i < n; ++i) {
+    Dialer d;
+    if (d.dial(reinterpret_cast<const sockaddr*>(&dst), sizeof dst, &why) != -ECONNREFUSED)
+      die("dial found a record where none is");
+  }
+}
+
+// ... and when a wildcard listener here has the port: its record is found, then the
+// locality proof refuses it.
+void part_dial_remote_wildcard(long n) {
+  const sockaddr_in dst = elsewhere(uint16_t(ntohs(g_dst.sin_port) ^ 2));
+  const char* why = nullptr;
+  for (long i = 0; i < n; ++i) {
+    Dialer d;
+    if (d.dial(reinterpret_cast<const sockaddr*>(&dst), sizeof dst, &why) != -ECONNREFUSED)
+      die("dial took the wildcard record for another host's address");
+  }
+}
+
+// The proof alone (a datagram socket connected to the address, getsockname, close), on an
+// address of this host.
+void part_local_proof(long n) {
+  const stats::Endpoint here = endpoint_from(reinterpret_cast<sockaddr*>(&g_dst), sizeof g_dst);
+  for (long i = 0; i < n; ++i)
+    if (!destination_is_local(here, 0)) die("127.0.0.1 not proven local");
+}
+
 void part_unix_pair(long n) {
   for (long i = 0; i < n; ++i) {
     int sv[2];
@@ -296,6 +354,10 @@ const Part kParts[] = {
     {"rendezvous (channel kept, 2+1 fds)", part_rendezvous},
     {"rendezvous (new channel each time, 2+1 fds)", part_rendezvous_fresh},
     {"dial without a record (3 names tried)", part_dial_no_record},
+    {"dial 0.0.0.0, no record (1 name tried)", part_dial_one_name},
+    {"dial another host, no record (3 names tried)", part_dial_remote_no_record},
+    {"dial another host, wildcard here (+proof)", part_dial_remote_wildcard},
+    {"locality proof (udp socket+connect+name+close)", part_local_proof},
     {"unix socketpair + 2 close", part_unix_pair},
     {"48-byte message send+recv", part_message},
     {"48-byte message with 2 fds, send+recv+close", part_message_fds},
@@ -320,6 +382,17 @@ void setup_parts() {
   g_record = &record;
   const char* why = nullptr;
   if (record.open(endpoint_from(reinterpret_cast<sockaddr*>(&g_dst), len), &why) != 0) die(why);
+  // A wildcard record (no TCP listener needed) on the port part_dial_remote_wildcard dials.
+  static Listener wildcard;
+  stats::Endpoint any{};
+  any.family = AF_INET;
+  any.port = uint16_t(ntohs(g_dst.sin_port) ^ 2);
+  if (wildcard.open(any, &why) != 0) die(why);
+  const sockaddr_in other = elsewhere(1);
+  const stats::Endpoint other_ep =
+      endpoint_from(reinterpret_cast<const sockaddr*>(&other), sizeof other);
+  if (destination_is_local(other_ep, 0))
+    die("198.51.100.1 is an address of this host: the 'another host' parts cannot run");
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, g_pair) != 0) die("socketpair");
   g_fds[0] = memfd_create("bench-rv", MFD_CLOEXEC);
   g_fds[1] = eventfd(0, EFD_CLOEXEC);

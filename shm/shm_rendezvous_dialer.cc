@@ -1,6 +1,7 @@
 // The connector's side of the rendezvous: announce the connection on a channel to the
 // listener's record before the SYN (an idle one kept from an earlier connection, or a new
 // one), send the hello after the TCP connect, read the reply whenever the caller likes.
+#include <netinet/in.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -87,23 +88,43 @@ int send_intent(int fd) noexcept {
   return send_message(fd, &intent, sizeof intent, nullptr, 0);
 }
 
+// Looks the names of `names[first, count)` up through the probe socket; fills `addr` with
+// the first that has a presence socket and returns its length, or 0.
+socklen_t find_record(int probe, uid_t uid, const RecordName* names, int first, int count,
+                      sockaddr_un& addr) noexcept {
+  // A datagram connect may be redone at will.
+  for (int i = first; i < count; ++i) {
+    const socklen_t len = record_address(uid, names[i].endpoint, names[i].stack, addr);
+    if (len != 0 && real().connect(probe, reinterpret_cast<const sockaddr*>(&addr), len) == 0)
+      return len;
+  }
+  return 0;
+}
+
 // A new channel to the record of `uid` that `dst` reaches, with the intent sent. The fd, or
-// -errno with `why`.
-int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, const char** why) noexcept {
+// -errno with `why`. `scope_id`: the destination's sin6_scope_id.
+int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, uint32_t scope_id,
+                     const char** why) noexcept {
   RecordName names[kMaxRecordCandidates];
-  const int count = record_candidates(ep, names);
+  int count = record_candidates(ep, names);
   const int probe = probe_socket(pid);
   if (probe < 0) {
     *why = "cannot create a rendezvous socket";
     return -errno;
   }
-  // The first name with a presence socket; a datagram connect may be redone at will.
+  // The first name with a presence socket.
   sockaddr_un addr;
-  socklen_t addr_len = 0;
-  for (int i = 0; i < count && addr_len == 0; ++i) {
-    const socklen_t len = record_address(uid, names[i].endpoint, names[i].stack, addr);
-    if (len != 0 && real().connect(probe, reinterpret_cast<const sockaddr*>(&addr), len) == 0)
-      addr_len = len;
+  socklen_t addr_len = find_record(probe, uid, names, 0, count, addr);
+  if (addr_len == 0 && needs_local_proof(ep)) {
+    // Another address than loopback: the wildcard records serve it only if it is an address
+    // of this host. Their lookups are cheap and usually miss (a destination on another
+    // host), so they come first, and the proof (4 system calls) only when one exists.
+    count = record_candidates(ep, true, names);
+    addr_len = find_record(probe, uid, names, 1, count, addr);
+    if (addr_len != 0 && !destination_is_local(ep, scope_id)) {
+      *why = "destination is not an address of this host (its wildcard records do not apply)";
+      return -ECONNREFUSED;
+    }
   }
   if (addr_len == 0) {
     *why = "no fastsock listener for this destination";
@@ -169,7 +190,11 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
     pool = nullptr;
   }
   if (fd < 0) {
-    fd = dial_new_channel(uid, pid, ep, why);
+    const uint32_t scope_id =
+        dst->sa_family == AF_INET6 && dst_len >= socklen_t(sizeof(sockaddr_in6))
+            ? reinterpret_cast<const sockaddr_in6*>(dst)->sin6_scope_id
+            : 0;
+    fd = dial_new_channel(uid, pid, ep, scope_id, why);
     if (fd < 0) return fd;
     pool = Pool::create();  // (none: this channel's connections are unpooled)
   }

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "endpoint.hpp"
+#include "internal_fds.hpp"
+#include "real.hpp"
 
 namespace fastsock::shm {
 
@@ -77,15 +79,17 @@ socklen_t record_address(uid_t uid, const stats::Endpoint& local, Stack stack,
   return socklen_t(offsetof(sockaddr_un, sun_path) + 1 + size_t(n));
 }
 
-int record_candidates(const stats::Endpoint& dst,
+int record_candidates(const stats::Endpoint& dst, bool dst_is_local,
                       RecordName (&out)[kMaxRecordCandidates]) noexcept {
   const stats::Endpoint ep = canonical_endpoint(dst);
   if (ep.family == 0) return 0;
   int n = 0;
   out[n++] = {ep, Stack::dual};
   // A non-loopback address may be another host's: only its exact record can be this
-  // host's listener, and a wildcard record here says nothing about where the SYN goes.
-  if (!is_loopback(ep)) return n;
+  // host's listener, and a wildcard record here says nothing about where the SYN goes,
+  // unless the caller proved the address is this host's. A wildcard destination keeps its
+  // exact record only.
+  if (is_wildcard(ep) || !(is_loopback(ep) || dst_is_local)) return n;
   if (ep.family == AF_INET) {
     out[n++] = {wildcard(AF_INET, ep.port), Stack::dual};
     out[n++] = {wildcard(AF_INET6, ep.port), Stack::dual};
@@ -94,6 +98,34 @@ int record_candidates(const stats::Endpoint& dst,
     out[n++] = {wildcard(AF_INET6, ep.port), Stack::v6only};
   }
   return n;
+}
+
+bool needs_local_proof(const stats::Endpoint& dst) noexcept {
+  const stats::Endpoint ep = canonical_endpoint(dst);
+  return ep.family != 0 && !is_wildcard(ep) && !is_loopback(ep);
+}
+
+bool destination_is_local(const stats::Endpoint& dst, uint32_t scope_id) noexcept {
+  const stats::Endpoint ep = canonical_endpoint(dst);
+  if (ep.family == 0) return false;
+  sockaddr_storage to;
+  const socklen_t to_len = sockaddr_from(ep, to);
+  if (to_len == 0) return false;
+  if (ep.family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&to)->sin6_scope_id = scope_id;
+  const int fd = real().socket(ep.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  internal_fds::add(fd);  // out of the application's close loops while it exists
+  bool local = false;
+  sockaddr_storage from;
+  socklen_t from_len = sizeof from;
+  if (real().connect(fd, reinterpret_cast<const sockaddr*>(&to), to_len) == 0 &&
+      real().getsockname(fd, reinterpret_cast<sockaddr*>(&from), &from_len) == 0) {
+    const stats::Endpoint src =
+        canonical_endpoint(endpoint_from(reinterpret_cast<const sockaddr*>(&from), from_len));
+    local = src.family == ep.family && memcmp(src.addr, ep.addr, sizeof ep.addr) == 0;
+  }
+  internal_fds::close(fd);
+  return local;
 }
 
 }  // namespace fastsock::shm

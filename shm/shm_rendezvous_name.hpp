@@ -36,14 +36,37 @@ socklen_t record_address(uid_t uid, const stats::Endpoint& local, Stack stack,
                          sockaddr_un& out) noexcept;
 
 // The records a connector tries for destination `dst`, most specific first: the exact
-// endpoint, then, for loopback destinations only, the wildcard listeners that would accept
-// the connection (IPv4: 0.0.0.0:P and dual-stack [::]:P; ::1: dual-stack and IPv6-only
-// [::]:P). Returns how many were written to `out` (0 for an unknown family).
+// endpoint, then the wildcard listeners that would accept the connection (IPv4: 0.0.0.0:P
+// and dual-stack [::]:P; IPv6: dual-stack and IPv6-only [::]:P) when `dst` is an address of
+// this host: always for a loopback destination, and for any other (non-wildcard) one when
+// the caller proved it (`dst_is_local`, see destination_is_local). A wildcard destination
+// (0.0.0.0, ::) gets its exact record only. Returns how many were written to `out` (0 for
+// an unknown family). Pure: no system call.
 struct RecordName {
   stats::Endpoint endpoint;
   Stack stack;
 };
 inline constexpr int kMaxRecordCandidates = 3;
-int record_candidates(const stats::Endpoint& dst, RecordName (&out)[kMaxRecordCandidates]) noexcept;
+int record_candidates(const stats::Endpoint& dst, bool dst_is_local,
+                      RecordName (&out)[kMaxRecordCandidates]) noexcept;
+// Without a proof: wildcard records for loopback destinations only.
+inline int record_candidates(const stats::Endpoint& dst,
+                             RecordName (&out)[kMaxRecordCandidates]) noexcept {
+  return record_candidates(dst, false, out);
+}
+
+// Whether wildcard records may serve `dst` only once it is proven to be an address of this
+// host: an IPv4/IPv6 destination that is neither loopback nor a wildcard (after
+// canonical_endpoint). A wildcard record here says nothing about where a SYN to another
+// host goes.
+bool needs_local_proof(const stats::Endpoint& dst) noexcept;
+
+// Asks the kernel whether `dst` (its address; the port is ignored) is an address of this
+// host in the caller's network namespace: a datagram socket of its family connect()ed to it
+// (which sends nothing) gets the address itself as its source only when the route to it is
+// a local one. 4 system calls (socket, connect, getsockname, close; libc through real()).
+// `scope_id` is the destination's sin6_scope_id (link-local IPv6). false when unsure (any
+// failure, an address of this host whose local route names another source).
+bool destination_is_local(const stats::Endpoint& dst, uint32_t scope_id) noexcept;
 
 }  // namespace fastsock::shm

@@ -102,8 +102,8 @@ done
 # The chain on an RDMA host: the first link that works carries each connection. With
 # verbs before vendor, the verbs link listens on the port and rsocket does not try to (it
 # would get EADDRINUSE in the same RDMA CM port space); with shm first, shm carries a
-# same-host connection (to 127.0.0.1: shm matches a wildcard listener only for loopback
-# destinations, docs/shm-rendezvous.md).
+# same-host connection (here to 127.0.0.1; to $SOFTROCE_ADDR it would be shm too, as that
+# is an address of this host and NPtcp listens on a wildcard, docs/shm-rendezvous.md).
 for chain in verbs,vendor,tcp shm,verbs,vendor,tcp; do
   : >"$log"
   want=${chain%%,*} host=$SOFTROCE_ADDR

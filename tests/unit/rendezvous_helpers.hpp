@@ -4,6 +4,8 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -188,6 +190,47 @@ inline int wait_exit(pid_t pid) {
 inline bool ipv6_loopback_up() {
   TcpServer s;
   return tcp_listen(s, "::1");
+}
+
+// A non-loopback address of this host of `family`, port 0; family 0 if it has none. For
+// IPv6, `link_local` picks a link-local address (and sets `scope_id` to its interface),
+// else a global or site one.
+inline Endpoint local_address(int family, bool link_local = false, uint32_t* scope_id = nullptr) {
+  Endpoint found{};
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return found;
+  for (ifaddrs* i = list; i && found.family == 0; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != family || !(i->ifa_flags & IFF_UP)) continue;
+    const socklen_t len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    Endpoint e = fastsock::endpoint_from(i->ifa_addr, len);
+    e.port = 0;
+    if (family == AF_INET && e.addr[0] == 127) continue;
+    if (family == AF_INET6) {
+      const auto* a = reinterpret_cast<const in6_addr*>(e.addr);
+      if (IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_V4MAPPED(a) ||
+          bool(IN6_IS_ADDR_LINKLOCAL(a)) != link_local)
+        continue;
+      if (scope_id) *scope_id = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_scope_id;
+    }
+    found = e;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+// Whether an interface of this host (in this namespace) has the address of `e`.
+inline bool host_has_address(const Endpoint& e) {
+  bool found = false;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  for (ifaddrs* i = list; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != e.family) continue;
+    const socklen_t len = e.family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    const Endpoint a = fastsock::endpoint_from(i->ifa_addr, len);
+    found = memcmp(a.addr, e.addr, sizeof a.addr) == 0;
+  }
+  freeifaddrs(list);
+  return found;
 }
 
 }  // namespace rvtest

@@ -108,6 +108,95 @@ TEST_CASE("a connector tries wildcard records only for loopback destinations") {
   CHECK(record_candidates(Endpoint{}, names) == 0);
 }
 
+TEST_CASE("a destination proven to be this host's gets the wildcard records of its family") {
+  RecordName names[kMaxRecordCandidates];
+  // Not proven: the exact record only (the two-argument form is "not proven").
+  REQUIRE(record_candidates(ep("10.1.2.3", 9), false, names) == 1);
+  CHECK(text(names[0].endpoint) == "10.1.2.3:9");
+  REQUIRE(record_candidates(ep("2001:db8::5", 9), false, names) == 1);
+
+  // Proven, IPv4: as from loopback, 0.0.0.0 and the dual-stack [::], never the v6only one.
+  REQUIRE(record_candidates(ep("10.1.2.3", 9), true, names) == 3);
+  CHECK(text(names[0].endpoint) == "10.1.2.3:9");
+  CHECK(names[0].stack == Stack::dual);
+  CHECK(text(names[1].endpoint) == "0.0.0.0:9");
+  CHECK(text(names[2].endpoint) == "[::]:9");
+  CHECK(names[2].stack == Stack::dual);
+
+  // IPv4-mapped is IPv4: the same names, the v6only [::] record still excluded.
+  REQUIRE(record_candidates(ep("::ffff:10.1.2.3", 9), true, names) == 3);
+  CHECK(text(names[0].endpoint) == "10.1.2.3:9");
+  CHECK(text(names[1].endpoint) == "0.0.0.0:9");
+  CHECK(text(names[2].endpoint) == "[::]:9");
+  CHECK(names[2].stack == Stack::dual);
+
+  // Proven, IPv6: both kinds of [::] record, dual-stack first.
+  REQUIRE(record_candidates(ep("2001:db8::5", 9), true, names) == 3);
+  CHECK(text(names[0].endpoint) == "[2001:db8::5]:9");
+  CHECK(text(names[1].endpoint) == "[::]:9");
+  CHECK(names[1].stack == Stack::dual);
+  CHECK(text(names[2].endpoint) == "[::]:9");
+  CHECK(names[2].stack == Stack::v6only);
+
+  // Loopback needs no proof: the same list either way.
+  REQUIRE(record_candidates(ep("127.0.0.1", 9), true, names) == 3);
+  CHECK(text(names[1].endpoint) == "0.0.0.0:9");
+  REQUIRE(record_candidates(ep("::1", 9), true, names) == 3);
+  CHECK(names[2].stack == Stack::v6only);
+
+  // Wildcard destinations keep their exact record only, proof or not.
+  REQUIRE(record_candidates(ep("0.0.0.0", 9), true, names) == 1);
+  CHECK(text(names[0].endpoint) == "0.0.0.0:9");
+  REQUIRE(record_candidates(ep("::", 9), true, names) == 1);
+  CHECK(text(names[0].endpoint) == "[::]:9");
+  CHECK(names[0].stack == Stack::dual);
+  REQUIRE(record_candidates(ep("::ffff:0.0.0.0", 9), true, names) == 1);
+  CHECK(text(names[0].endpoint) == "0.0.0.0:9");
+  CHECK(record_candidates(Endpoint{}, true, names) == 0);
+
+  // Which destinations need the proof at all.
+  CHECK(needs_local_proof(ep("10.1.2.3", 9)));
+  CHECK(needs_local_proof(ep("::ffff:10.1.2.3", 9)));
+  CHECK(needs_local_proof(ep("2001:db8::5", 9)));
+  CHECK(needs_local_proof(ep("fe80::1", 9)));
+  CHECK_FALSE(needs_local_proof(ep("127.0.0.1", 9)));
+  CHECK_FALSE(needs_local_proof(ep("127.9.9.9", 9)));
+  CHECK_FALSE(needs_local_proof(ep("::ffff:127.0.0.1", 9)));
+  CHECK_FALSE(needs_local_proof(ep("::1", 9)));
+  CHECK_FALSE(needs_local_proof(ep("0.0.0.0", 9)));
+  CHECK_FALSE(needs_local_proof(ep("::", 9)));
+  CHECK_FALSE(needs_local_proof(Endpoint{}));
+}
+
+TEST_CASE("the locality proof takes only an address whose route picks it as source") {
+  // Exact names of this host's addresses in any namespace: loopback (its route is local).
+  CHECK(destination_is_local(ep("127.0.0.1", 9), 0));
+  CHECK(destination_is_local(ep("::ffff:127.0.0.1", 9), 0));
+  // 127.0.0.2 reaches this host too, but its local route names 127.0.0.1 as source: not
+  // proven (loopback needs no proof anyway; this is the rule for a local range).
+  CHECK_FALSE(destination_is_local(ep("127.0.0.2", 9), 0));
+  if (ipv6_loopback_up()) CHECK(destination_is_local(ep("::1", 9), 0));
+  CHECK_FALSE(destination_is_local(Endpoint{}, 0));
+  // Documentation addresses: another host, or unreachable, unless this host has them.
+  for (const char* addr : {"198.51.100.77", "192.0.2.1", "2001:db8::77"}) {
+    INFO("address " << addr);
+    if (!host_has_address(ep(addr, 9))) CHECK_FALSE(destination_is_local(ep(addr, 9), 0));
+  }
+  // This host's own non-loopback addresses, if it has any.
+  for (int family : {AF_INET, AF_INET6}) {
+    const Endpoint own = local_address(family);
+    if (own.family == 0) continue;
+    INFO("own address " << text(own));
+    CHECK(destination_is_local(own, 0));
+  }
+  uint32_t scope = 0;
+  const Endpoint link = local_address(AF_INET6, true, &scope);
+  if (link.family != 0) {
+    INFO("own link-local address " << text(link) << "%" << scope);
+    CHECK(destination_is_local(link, scope));
+  }
+}
+
 TEST_CASE("a loopback connection is matched and descriptors travel both ways") {
   warm_dialer();
   const int fds_before = count_fds();
@@ -354,13 +443,72 @@ TEST_CASE("wildcard listeners are found from loopback, IPv4-mapped and IPv6 conn
 TEST_CASE("a non-loopback destination finds only its exact record") {
   Listener wildcard, exact;
   const char* why = nullptr;
-  // Records need no TCP listener, and dial() sends nothing on the network.
+  // Records need no TCP listener, and dial() sends nothing on the network. 192.0.2.1 is
+  // another host's (or unreachable) unless this host has it.
+  const Endpoint other = ep("192.0.2.1", 40123);
+  if (host_has_address(other)) {
+    WARN("192.0.2.1 is an address of this host: case skipped");
+    return;
+  }
   REQUIRE(wildcard.open(ep("0.0.0.0", 40123), &why) == 0);
   Dialer d;
-  CHECK(dial(d, ep("192.0.2.1", 40123)) == -ECONNREFUSED);
+  sockaddr_storage ss;
+  const socklen_t len = to_sockaddr(other, ss);
+  CHECK(d.dial(reinterpret_cast<sockaddr*>(&ss), len, &why) == -ECONNREFUSED);
+  CHECK(std::string(why) ==
+        "destination is not an address of this host (its wildcard records do not apply)");
   CHECK(dial(d, ep("127.0.0.1", 40123)) == 0);  // the same wildcard, from loopback
-  REQUIRE(exact.open(ep("192.0.2.1", 40123), &why) == 0);
-  CHECK(dial(d, ep("192.0.2.1", 40123)) == 0);
+  REQUIRE(exact.open(other, &why) == 0);
+  CHECK(dial(d, other) == 0);
+}
+
+TEST_CASE("this host's own non-loopback address finds the wildcard record") {
+  // Without a namespace of our own: this host's addresses as they are (the [netns] case
+  // sets its own up and covers the rest).
+  int tried = 0;
+  for (int family : {AF_INET, AF_INET6}) {
+    const Endpoint own = local_address(family);
+    if (own.family == 0) continue;
+    ++tried;
+    INFO("own address " << text(own));
+    TcpServer srv;
+    REQUIRE(tcp_listen(srv, family == AF_INET ? "0.0.0.0" : "::"));
+    Listener listener;
+    const char* why = nullptr;
+    REQUIRE(listener.open(srv.local, &why) == 0);
+    Endpoint dst = own;
+    dst.port = srv.local.port;
+    Dialer d;
+    REQUIRE(dial(d, dst) == 0);
+    const int tcp = tcp_connect(dst);
+    REQUIRE(tcp >= 0);
+    REQUIRE(d.send_hello(local_of(tcp), nullptr, 0, &why) == 0);
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    MatchResult m = listener.match(peer_of(accepted));
+    CHECK(m.status == MatchStatus::matched);
+    close(tcp);
+    close(accepted);
+  }
+  // A link-local one: its scope id travels with the destination to the proof.
+  uint32_t scope = 0;
+  const Endpoint link = local_address(AF_INET6, true, &scope);
+  if (link.family != 0) {
+    ++tried;
+    INFO("own link-local address " << text(link) << "%" << scope);
+    Listener listener;
+    const char* why = nullptr;
+    REQUIRE(listener.open(ep("::", 40125), &why) == 0);
+    sockaddr_in6 dst{};
+    dst.sin6_family = AF_INET6;
+    dst.sin6_port = htons(40125);
+    memcpy(&dst.sin6_addr, link.addr, 16);
+    dst.sin6_scope_id = scope;
+    Dialer d;
+    CHECK(d.dial(reinterpret_cast<sockaddr*>(&dst), sizeof dst, &why) == 0);
+    forget_channels();
+  }
+  if (tried == 0) WARN("this host has no non-loopback address: nothing to try");
 }
 
 TEST_CASE("one record per endpoint: a second listener is told why") {

@@ -3,7 +3,10 @@
 // die, another uid [root] and another network namespace [netns].
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <net/if.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -13,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <thread>
 #include <memory>
 #include <cstdio>
@@ -619,6 +623,195 @@ TEST_CASE("records are not visible from another network namespace", "[netns]") {
   CHECK(wait_exit(child) == 0);
   close(ready[0]);
   close(done[1]);
+}
+
+namespace {
+
+bool write_text(const char* path, const std::string& text) {
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = write(fd, text.data(), text.size()) == ssize_t(text.size());
+  close(fd);
+  return ok;
+}
+
+// This (child) process in a network namespace of its own (a user namespace too when a
+// plain one is not permitted): lo up, 10.123.0.1/32 and, if `v6` is not null and it works,
+// fd00:123::1/128 on it (*v6 says whether). 0, or 77 when no namespace can be made, or the
+// failed step.
+int own_netns_with_addresses(bool* v6) {
+  if (unshare(CLONE_NEWNET) != 0) {
+    const uid_t uid = geteuid();
+    const gid_t gid = getegid();
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) return 77;
+    write_text("/proc/self/setgroups", "deny");
+    if (!write_text("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1") ||
+        !write_text("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1"))
+      return 77;
+  }
+  const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ifreq ifr{};
+  strcpy(ifr.ifr_name, "lo");
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0) return 20;
+  ifr.ifr_flags = short(ifr.ifr_flags | IFF_UP);
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) return 21;
+  ifreq alias{};
+  strcpy(alias.ifr_name, "lo:1");  // a second address, as ifconfig's aliases
+  auto* sin = reinterpret_cast<sockaddr_in*>(&alias.ifr_addr);
+  sin->sin_family = AF_INET;
+  inet_pton(AF_INET, "10.123.0.1", &sin->sin_addr);
+  if (ioctl(s, SIOCSIFADDR, &alias) != 0) return 22;
+  inet_pton(AF_INET, "255.255.255.255", &sin->sin_addr);  // no route to its neighbours
+  if (ioctl(s, SIOCSIFNETMASK, &alias) != 0) return 23;
+  close(s);
+  if (v6) {
+    struct {  // struct in6_ifreq of <linux/ipv6.h>
+      in6_addr addr;
+      uint32_t prefixlen;
+      int ifindex;
+    } r{};
+    inet_pton(AF_INET6, "fd00:123::1", &r.addr);
+    r.prefixlen = 128;
+    r.ifindex = int(if_nametoindex("lo"));
+    const int s6 = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    *v6 = s6 >= 0 && r.ifindex > 0 && ioctl(s6, SIOCSIFADDR, &r) == 0;
+    if (s6 >= 0) close(s6);
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a non-loopback address of this host finds the wildcard records, no other does",
+          "[netns]") {
+  // In a namespace of a child's own: records (no TCP listener needed, dial sends nothing
+  // on the network) and dials from there, written back as "case|rc|why" lines.
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  const pid_t child = spawn([&] {
+    close(out[0]);
+    bool v6 = false;
+    if (const int rc = own_netns_with_addresses(&v6); rc != 0) return rc;
+    std::string lines = v6 ? "" : "no-ipv6||\n";
+    auto try_dial = [&](const char* name, const char* addr, uint16_t port, int family = 0) {
+      Dialer d;
+      sockaddr_storage ss;
+      const socklen_t len = to_sockaddr(ep(addr, port), ss, family);
+      const char* why = "";
+      const int rc = d.dial(reinterpret_cast<sockaddr*>(&ss), len, &why);
+      lines += std::string(name) + "|" + std::to_string(rc) + "|" + (rc == 0 ? "" : why) + "\n";
+    };
+    const char* why = nullptr;
+    {
+      Listener l;  // 0.0.0.0
+      if (l.open(ep("0.0.0.0", 40191), &why) != 0) return 30;
+      try_dial("v4wild-own", "10.123.0.1", 40191);
+      try_dial("v4wild-own-mapped", "10.123.0.1", 40191, AF_INET6);
+      try_dial("v4wild-unrouted", "10.123.0.9", 40191);
+      try_dial("v4wild-dst-wildcard", "0.0.0.0", 40191);  // its exact record
+      if (v6) try_dial("v4wild-own-v6", "fd00:123::1", 40191);
+    }
+    if (v6) {
+      Listener l;  // [::] dual-stack
+      if (l.open(ep("::", 40192), &why) != 0) return 31;
+      try_dial("dual-own", "10.123.0.1", 40192);
+      try_dial("dual-own-mapped", "10.123.0.1", 40192, AF_INET6);
+      try_dial("dual-own-v6", "fd00:123::1", 40192);
+      try_dial("dual-dst-v4wildcard", "0.0.0.0", 40192);  // exact record only: none
+    }
+    if (v6) {
+      Listener l;  // [::] IPv6-only
+      Listener::Options opt;
+      opt.v6only = true;
+      if (l.open(ep("::", 40193), opt, &why) != 0) return 32;
+      try_dial("v6only-own", "10.123.0.1", 40193);
+      try_dial("v6only-own-mapped", "10.123.0.1", 40193, AF_INET6);
+      try_dial("v6only-own-v6", "fd00:123::1", 40193);
+    }
+    {
+      Listener l;  // loopback only
+      if (l.open(ep("127.0.0.1", 40194), &why) != 0) return 33;
+      try_dial("loonly-own", "10.123.0.1", 40194);
+      try_dial("loonly-lo", "127.0.0.1", 40194);
+    }
+    {
+      // A whole connection: the acceptor matches the peer as its TCP accept names it.
+      TcpServer srv;
+      if (!tcp_listen(srv, "0.0.0.0")) return 34;
+      Listener l;
+      if (l.open(srv.local, &why) != 0) return 35;
+      const Endpoint dst = ep("10.123.0.1", srv.local.port);
+      Dialer d;
+      int rc = dial(d, dst);
+      const int tcp = rc == 0 ? tcp_connect(dst) : -1;
+      if (rc == 0 && tcp < 0) rc = -1000;
+      if (rc == 0 && d.send_hello(local_of(tcp), nullptr, 0, &why) != 0) rc = -1001;
+      const int accepted = rc == 0 ? accept(srv.fd, nullptr, nullptr) : -1;
+      if (rc == 0 && accepted < 0) rc = -1002;
+      if (rc == 0) {
+        const Endpoint peer = peer_of(accepted);
+        if (text(peer).rfind("10.123.0.1:", 0) != 0) rc = -1003;
+        else if (l.match(peer).status != MatchStatus::matched) rc = -1004;
+      }
+      lines += "tcp-match|" + std::to_string(rc) + "|\n";
+      if (tcp >= 0) close(tcp);
+      if (accepted >= 0) close(accepted);
+    }
+    const bool ok = write(out[1], lines.data(), lines.size()) == ssize_t(lines.size());
+    close(out[1]);
+    return ok ? 0 : 40;
+  });
+  close(out[1]);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) got.append(buf, size_t(n));
+  close(out[0]);
+  const int rc = wait_exit(child);
+  if (rc == 77) {
+    rvskip::skip("no network namespace can be made here (unshare: not permitted)");
+    return;
+  }
+  REQUIRE(rc == 0);
+  INFO("child's results:\n" << got);
+  std::map<std::string, std::pair<int, std::string>> res;
+  for (size_t pos = 0; pos < got.size();) {
+    const size_t end = got.find('\n', pos);
+    const std::string line = got.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t a = line.find('|'), b = line.find('|', a + 1);
+    res[line.substr(0, a)] = {line.substr(a + 1, b - a - 1).empty()
+                                  ? 0
+                                  : std::stoi(line.substr(a + 1, b - a - 1)),
+                              line.substr(b + 1)};
+  }
+  const std::string no_listener = "no fastsock listener for this destination";
+  const std::string not_ours =
+      "destination is not an address of this host (its wildcard records do not apply)";
+  auto expect = [&](const std::string& name, int rc_want, const std::string& why_want = "") {
+    INFO("case " << name);
+    REQUIRE(res.count(name) == 1);
+    CHECK(res[name].first == rc_want);
+    CHECK(res[name].second == why_want);
+  };
+  expect("v4wild-own", 0);
+  expect("v4wild-own-mapped", 0);
+  expect("v4wild-unrouted", -ECONNREFUSED, not_ours);  // 10.123.0.9: not this host's
+  expect("v4wild-dst-wildcard", 0);
+  expect("loonly-own", -ECONNREFUSED, no_listener);  // no false match
+  expect("loonly-lo", 0);
+  expect("tcp-match", 0);
+  if (res.count("no-ipv6")) {
+    WARN("IPv6 could not be set up in the namespace: only the IPv4 cases ran");
+    return;
+  }
+  expect("v4wild-own-v6", -ECONNREFUSED, no_listener);  // 0.0.0.0 takes no IPv6
+  expect("dual-own", 0);
+  expect("dual-own-mapped", 0);
+  expect("dual-own-v6", 0);
+  expect("dual-dst-v4wildcard", -ECONNREFUSED, no_listener);
+  expect("v6only-own", -ECONNREFUSED, no_listener);  // an IPv6-only listener gets no IPv4
+  expect("v6only-own-mapped", -ECONNREFUSED, no_listener);
+  expect("v6only-own-v6", 0);
 }
 
 TEST_CASE("a record vanishes with its process, however it ends") {
