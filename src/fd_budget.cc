@@ -20,22 +20,19 @@ long read_soft_limit() noexcept {
   g_soft_limit.store(limit, std::memory_order_relaxed);
   return limit;
 }
+
+// Whether `fd` is below limit / divisor; the limit is read again only past that.
+bool below(int fd, long divisor) noexcept {
+  if (fd < 0) return false;
+  if (!config().fd_budget) return true;
+  long limit = g_soft_limit.load(std::memory_order_relaxed);
+  if (limit < 0 || fd >= limit / divisor) limit = read_soft_limit();
+  return limit > 0 && fd < limit / divisor;
+}
 }  // namespace
 
-bool room_for_link(int fd) noexcept {
-  if (fd < 0) return false;
-  if (!config().fd_budget) return true;
-  long limit = g_soft_limit.load(std::memory_order_relaxed);
-  if (limit < 0 || fd >= limit / 2) limit = read_soft_limit();
-  return limit > 0 && fd < limit / 2;
-}
+bool room_for_link(int fd) noexcept { return below(fd, 2); }
 
-bool room_for_exec(int fd) noexcept {
-  if (fd < 0) return false;
-  if (!config().fd_budget) return true;
-  long limit = g_soft_limit.load(std::memory_order_relaxed);
-  if (limit < 0 || fd >= limit / 4) limit = read_soft_limit();
-  return limit > 0 && fd < limit / 4;
-}
+bool room_for_exec(int fd) noexcept { return below(fd, 4); }
 
 }  // namespace fastsock::fd_budget
