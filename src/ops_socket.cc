@@ -349,8 +349,10 @@ void adopt_inherited_sockets() noexcept {
     }
     closedir(dir);
   }
+  // Only where the first descriptor's connection was taken over (its link carries it).
   exec_handover::for_each_extra([](int extra_fd, int first_fd) {
-    if (SocketRef s = fd_table::lookup(first_fd); s && fd_table::peek(extra_fd) == nullptr)
+    SocketRef s = fd_table::lookup(first_fd);
+    if (s && ops::user_link(*s) && fd_table::peek(extra_fd) == nullptr)
       fd_table::install(extra_fd, s.get());
   });
   errno = saved_errno;
