@@ -30,6 +30,8 @@ struct Group {
   Socket* socket;
   int fds[kMaxFdsPerConn];
   int count;
+  bool overflow;  // more descriptors than listed: not handed over (an unlisted one would
+                  // be adopted as a TCP socket of its own, beside the link's)
 };
 
 struct Groups {
@@ -44,7 +46,10 @@ void collect(int fd, Socket& s, void* context) {
   for (int i = 0; i < groups.count; ++i) {
     Group& g = groups.items[i];
     if (g.socket != &s) continue;
-    if (g.count < kMaxFdsPerConn) g.fds[g.count++] = fd;
+    if (g.count < kMaxFdsPerConn)
+      g.fds[g.count++] = fd;
+    else
+      g.overflow = true;
     return;
   }
   if (groups.count == groups.capacity) {
@@ -54,7 +59,7 @@ void collect(int fd, Socket& s, void* context) {
     groups.items = static_cast<Group*>(grown);
     groups.capacity = capacity;
   }
-  groups.items[groups.count++] = Group{&s, {fd}, 1};
+  groups.items[groups.count++] = Group{&s, {fd}, 1, false};
 }
 
 bool inheritable(int fd) {
@@ -97,7 +102,7 @@ Exec::Exec(bool follows, char* const envp[]) noexcept : envp_(envp) {
     char token[kTokenBytes];
     size_t len = 0;
     struct stat st;
-    if (follows && n > 0 && handed_count_ < kMaxHanded && ::fstat(fds[0], &st) == 0)
+    if (follows && n > 0 && !g.overflow && handed_count_ < kMaxHanded && ::fstat(fds[0], &st) == 0)
       len = link->exec_handover(*g.socket, fds[0], token, sizeof token);
     if (len >= sizeof token) {
       link->exec_failed(*g.socket);
