@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <new>
 
 #include "transport_id.hpp"
 
@@ -135,11 +136,16 @@ class Transport {
   virtual void detach(Socket& s) noexcept = 0;
 };
 
-// The one instance of link type T, made on first use (for TransportEntry::instance).
+// The one instance of link type T, made on first use (for TransportEntry::instance). Never
+// destroyed: connections still open at exit are closed by exit handlers, which run after
+// the destructors of statics made before them were registered (a connection adopted over
+// exec makes its link's instance after the stats' exit handler: "pure virtual method
+// called" at cat's exit under ASan).
 template <typename T>
 Transport& the_instance() noexcept {
-  static T instance;
-  return instance;
+  alignas(T) static unsigned char storage[sizeof(T)];
+  static T* const instance = new (storage) T;
+  return *instance;
 }
 
 struct TransportEntry {
