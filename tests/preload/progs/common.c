@@ -327,16 +327,30 @@ void sleep_ms(long ms) {
   }
 }
 
-int count_fds(void) {
+// Descriptors of this process whose target starts with `prefix` (all with NULL), not
+// counting the directory's own.
+static int fds_matching(const char* prefix) {
   DIR* d = opendir("/proc/self/fd");
   CHECK(d != NULL, "opendir(/proc/self/fd)");
   int n = 0;
   struct dirent* e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d)) continue;
+    if (prefix) {
+      char path[300], target[256];
+      snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+      const ssize_t len = readlink(path, target, sizeof target - 1);
+      if (len <= 0) continue;
+      target[len] = '\0';
+      if (strncmp(target, prefix, strlen(prefix)) != 0) continue;
+    }
+    n++;
+  }
   closedir(d);
-  return n - 1;  // the directory's own descriptor
+  return n;
 }
+
+int count_fds(void) { return fds_matching(NULL); }
 
 int count_rendezvous_channels(void) {
   // The inodes of this network namespace's Unix SOCK_SEQPACKET sockets (type 0005)...
@@ -405,21 +419,7 @@ int pooled_segment_mappings(void) { return mappings_named("/memfd:fastsock-shm-p
 // Descriptors that are a segment's memfd kept open for exec (shm/shm_conn.hpp
 // keep_memfd_for): "pool" for pooled segments' (their slot keeps it), else a connection's.
 int count_memfds(int pooled) {
-  DIR* d = opendir("/proc/self/fd");
-  CHECK(d != NULL, "opendir(/proc/self/fd)");
-  const char* want = pooled ? "/memfd:fastsock-shm-pool " : "/memfd:fastsock-shm ";
-  int n = 0;
-  struct dirent* e;
-  while ((e = readdir(d)) != NULL) {
-    char path[300], target[256];
-    snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
-    const ssize_t len = readlink(path, target, sizeof target - 1);
-    if (len <= 0) continue;
-    target[len] = '\0';
-    if (strncmp(target, want, strlen(want)) == 0) n++;
-  }
-  closedir(d);
-  return n;
+  return fds_matching(pooled ? "/memfd:fastsock-shm-pool " : "/memfd:fastsock-shm ");
 }
 
 int count_unpooled_fds(void) {
