@@ -37,6 +37,9 @@ constexpr int64_t kParkedNs = 10'000'000'000;
 // How long after a device's removal the service keeps rescanning for librdmacm's sake
 // (let_librdmacm_close_removed): the kernel's removal waits for it.
 constexpr int64_t kRemovalRescanNs = 10'000'000'000;
+// Devices whose asynchronous events (the receive pool's limit) the service watches; a host
+// has one or two.
+constexpr nfds_t kMaxWatchedContexts = 8;
 
 int64_t now_ns() noexcept {
   timespec ts;
@@ -199,6 +202,8 @@ void Cm::fork_parent() noexcept {
 // its own service on first use.
 void Cm::fork_child() noexcept {
   if (Cm* cm = g_cm.load(std::memory_order_acquire)) {
+    for (Context& c : cm->contexts_)
+      for (CmClient* user : c.users) user->forget_after_fork();
     cm->lock_.unlock();
     internal_fds::close(cm->channel_->fd);
     internal_fds::close(cm->bell_);
@@ -222,12 +227,26 @@ void Cm::run() noexcept {
       std::lock_guard lock(lock_);
       timed = !parked_.empty() || !closing_.empty();
     }
-    pollfd p[2] = {{channel_->fd, POLLIN, 0}, {bell_, POLLIN, 0}};
-    const int n = real().poll(p, 2, removal_until_ns_ ? 100 : timed ? 1000 : -1);
+    pollfd p[2 + kMaxWatchedContexts] = {{channel_->fd, POLLIN, 0}, {bell_, POLLIN, 0}};
+    nfds_t watched = 2;
+    {
+      std::lock_guard lock(lock_);
+      for (const Context& c : contexts_)
+        if (watched < 2 + kMaxWatchedContexts) p[watched++] = pollfd{c.context->async_fd, POLLIN, 0};
+    }
+    const int n = real().poll(p, watched, removal_until_ns_ ? 100 : timed ? 1000 : -1);
     if (n < 0 && errno != EINTR) return;
     if (n > 0 && p[1].revents) {
       uint64_t rings;
       (void)!real().read(bell_, &rings, sizeof rings);
+    }
+    if (n > 0 && watched > 2) {
+      std::lock_guard lock(lock_);
+      for (nfds_t i = 2; i < watched; ++i) {
+        if (!p[i].revents) continue;
+        for (Context& c : contexts_)
+          if (c.context->async_fd == p[i].fd) take_async_events(c);
+      }
     }
     while (n > 0) {
       // Taken and acknowledged under the lock, so that fork (which holds it) never
@@ -316,7 +335,7 @@ rdma_cm_id* Cm::device_removal(rdma_cm_id* id) noexcept {
     for (size_t i = 0; i < contexts_.size(); ++i) {
       if (contexts_[i].device != id->verbs->device) continue;
       contexts_[i].removed = true;
-      if (contexts_[i].users == 0) close_context(i);
+      if (contexts_[i].users.empty()) close_context(i);
       break;
     }
   }
@@ -581,43 +600,95 @@ void Cm::add_acceptor(CmClient* client, const TcpKey& key) noexcept {
   }
 }
 
-ibv_context* Cm::own_context(ibv_context* cm_verbs) noexcept {
+ibv_context* Cm::own_context(ibv_context* cm_verbs, CmClient* user, uint32_t slot_bytes,
+                             RecvPool** pool) noexcept {
   if (!cm_verbs) return nullptr;
-  for (Context& c : contexts_) {
-    if (c.device != cm_verbs->device) continue;
-    if (c.removed) return nullptr;
-    ++c.users;
-    return c.context;
+  Context* found = nullptr;
+  for (Context& c : contexts_)
+    if (c.device == cm_verbs->device) found = &c;
+  if (found && found->removed) return nullptr;
+  if (!found) {
+    ReentryGuard guard;
+    ibv_context* context = lib_->ibv_open_device(cm_verbs->device);
+    if (!context) return nullptr;
+    const char* why = nullptr;
+    RecvPool* p = RecvPool::create(*lib_, context, slot_bytes, &why);
+    if (!p) {
+      LOG_WARN("verbs: device %s: %s", cm_verbs->device->name, why);
+      (void)lib_->ibv_close_device(context);
+      return nullptr;
+    }
+    try {
+      contexts_.push_back(Context{cm_verbs->device, context, p, {}, false});
+    } catch (...) {
+      p->destroy();
+      (void)lib_->ibv_close_device(context);
+      return nullptr;
+    }
+    internal_fds::add(context->cmd_fd);
+    internal_fds::add(context->async_fd);
+    // The service reads its events without blocking (the pool's limit event).
+    const int fl = real().fcntl(context->async_fd, F_GETFL);
+    (void)real().fcntl(context->async_fd, F_SETFL, fl | O_NONBLOCK);
+    uint64_t one = 1;  // the service's poll now watches the context's events too
+    (void)!real().write(bell_, &one, sizeof one);
+    found = &contexts_.back();
   }
-  ReentryGuard guard;
-  ibv_context* context = lib_->ibv_open_device(cm_verbs->device);
-  if (!context) return nullptr;
   try {
-    contexts_.push_back(Context{cm_verbs->device, context, 1, false});
+    found->users.push_back(user);
   } catch (...) {
-    (void)lib_->ibv_close_device(context);
     return nullptr;
   }
-  internal_fds::add(context->cmd_fd);
-  internal_fds::add(context->async_fd);
-  return context;
+  *pool = found->pool;
+  return found->context;
 }
 
-void Cm::release_context(ibv_context* context) noexcept {
+void Cm::release_context(ibv_context* context, CmClient* user) noexcept {
   for (size_t i = 0; i < contexts_.size(); ++i) {
-    if (contexts_[i].context != context) continue;
-    if (--contexts_[i].users == 0 && contexts_[i].removed) close_context(i);
+    Context& c = contexts_[i];
+    if (c.context != context) continue;
+    for (size_t k = 0; k < c.users.size(); ++k)
+      if (c.users[k] == user) { c.users.erase(c.users.begin() + long(k)); break; }
+    if (c.users.empty() && c.removed) close_context(i);
     return;
   }
 }
 
 void Cm::close_context(size_t index) noexcept {
   ibv_context* context = contexts_[index].context;
+  RecvPool* pool = contexts_[index].pool;
   contexts_.erase(contexts_.begin() + long(index));
   ReentryGuard guard;
+  pool->destroy();  // no queue pair is left on its SRQ: they go before their last release
   internal_fds::remove(context->cmd_fd);
   internal_fds::remove(context->async_fd);
   (void)lib_->ibv_close_device(context);
+}
+
+void Cm::take_async_events(Context& c) noexcept {
+  bool limit = false;
+  ibv_async_event event;
+  // Acknowledged at once: destroying a queue pair or SRQ waits for its events' acks.
+  while (lib_->ibv_get_async_event(c.context, &event) == 0) {
+    if (event.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && event.element.srq == c.pool->srq())
+      limit = true;
+    else
+      LOG_DEBUG("verbs: device %s: asynchronous event %d", c.device->name,
+                int(event.event_type));
+    lib_->ibv_ack_async_event(&event);
+  }
+  if (!limit) return;
+  // Re-armed first: the event fires when a slot is taken below the mark, so one taken
+  // while the users copy out is still heard.
+  c.pool->arm_limit();
+  // The pool counts a slot as taken when a connection takes its completion: first every
+  // connection takes what arrived, then the pool knows how low it is (and grows if it may).
+  for (CmClient* user : c.users) user->on_pool_low(false);
+  if (!c.pool->low()) return;
+  LOG_DEBUG("verbs: device %s: the receive pool runs low (%u of %u slots posted): every "
+            "connection copies out what it holds", c.device->name, c.pool->posted(),
+            c.pool->capacity());
+  for (CmClient* user : c.users) user->on_pool_low(true);
 }
 
 void Cm::forget(CmClient* client, rdma_cm_id* id) noexcept {

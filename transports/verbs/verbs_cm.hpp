@@ -18,6 +18,7 @@
 
 #include "stats_layout.hpp"
 #include "verbs_lib.hpp"
+#include "verbs_pool.hpp"
 #include "verbs_wire.hpp"
 
 namespace fastsock::verbs {
@@ -44,6 +45,14 @@ class CmClient {
   // everything it holds on the device. Returns its id, for the service to destroy once the
   // event is acknowledged (the client forgets it).
   virtual rdma_cm_id* on_device_removal() noexcept = 0;
+  // The receive pool of the client's device runs low (its SRQ's limit event): take the
+  // completions waiting in the client's queue and, with `copy_out`, copy out of the pool
+  // what it holds.
+  virtual void on_pool_low(bool copy_out) noexcept = 0;
+  // In a forked child: the client's device resources are its parent's. It drops its
+  // pointers to them (a child that polled the parent's completion queue or posted to its
+  // shared receive queue, both mapped shared, would take the parent's messages).
+  virtual void forget_after_fork() noexcept = 0;
 
  protected:
   ~CmClient() = default;
@@ -102,8 +111,11 @@ class Cm {
   // Each successful call is paired with release_context(); a context whose device was
   // removed closes when its last user releases it (the kernel completes the removal only
   // once every process closed its contexts of the device).
-  ibv_context* own_context(ibv_context* cm_verbs) noexcept;
-  void release_context(ibv_context* context) noexcept;
+  // The context comes with its receive pool (verbs_pool.hpp, made with the first user's
+  // `slot_bytes`), whose limit events reach every user through on_pool_low.
+  ibv_context* own_context(ibv_context* cm_verbs, CmClient* user, uint32_t slot_bytes,
+                           RecvPool** pool) noexcept;
+  void release_context(ibv_context* context, CmClient* user) noexcept;
 
   // Registered with the core's fork hook (src/process.hpp): the service's lock is held
   // across fork, and the child drops the parent's service to start its own on first use.
@@ -172,10 +184,14 @@ class Cm {
   struct Context {
     ibv_device* device;
     ibv_context* context;  // kept while the device is there
-    int users;             // connections with resources on it
+    RecvPool* pool;
+    std::vector<CmClient*> users;  // connections with resources on it
     bool removed;          // the device is going away: closed at the last release
   };
   void close_context(size_t index) noexcept;
+  // Service thread: takes the context's asynchronous events; on the pool's limit event
+  // every user copies out what it holds, then the event is re-armed.
+  void take_async_events(Context& c) noexcept;
   std::vector<Context> contexts_;  // under lock_
 };
 

@@ -31,6 +31,10 @@ namespace {
 // downgrade) need no credit and land here.
 constexpr uint32_t kReserveSlots = 8;
 constexpr uint32_t kMaxInline = 64;
+// Send slots start this small: a connection that sends only small messages (or nothing)
+// registers 16 KiB for them, not 256 KiB. The first larger send that finds every message
+// acknowledged moves to full-size slots (grow_send_slots).
+constexpr uint32_t kFirstSendSlotBytes = 1024;
 // How long a closing end waits for its last messages to reach the peer before the TCP FIN
 // (which must not overtake them) goes out.
 constexpr int64_t kCloseWaitNs = 1'000'000'000;
@@ -74,7 +78,6 @@ Conn::~Conn() {
   destroy_resources();
   delete[] stage_len_;
   delete[] rx_fifo_;
-  delete[] rx_len_;
 }
 
 void Conn::destroy_resources() noexcept {
@@ -87,13 +90,17 @@ void Conn::destroy_resources() noexcept {
     cm_.forget(this, id_);
     id = id_;
     id_ = nullptr;
-    if (mine) free_device_resources();
+    if (mine) {
+      release_queued();  // their pool slots go back before the pool may go
+      free_device_resources();
+    }
   }
   if (mine && id) {
     ReentryGuard guard;
     lib_.rdma_destroy_id(id);
   }
   forget_device_resources();
+  release_queued();  // a forked child: frees its copies, never touches the parent's pool
   free(buffers_);
   buffers_ = nullptr;
   if (wake_fd_ >= 0) internal_fds::close(wake_fd_);
@@ -131,14 +138,16 @@ void Conn::free_device_resources() noexcept {
   ReentryGuard guard;
   drain_channel();  // a completion queue with unacknowledged events cannot be destroyed
   if (qp_) lib_.ibv_destroy_qp(qp_);
+  qp_ = nullptr;
+  reclaim_completions();
   if (cq_) lib_.ibv_destroy_cq(cq_);
   if (mr_) lib_.ibv_dereg_mr(mr_);
-  if (pd_) lib_.ibv_dealloc_pd(pd_);
   if (channel_) {
     internal_fds::remove(channel_->fd);  // leaves wake_fd_'s set as it closes
     lib_.ibv_destroy_comp_channel(channel_);
   }
-  if (context_) cm_.release_context(context_);
+  // The protection domain is the pool's; the last user of a removed device frees both.
+  if (context_) cm_.release_context(context_, this);
   forget_device_resources();
 }
 
@@ -147,13 +156,65 @@ void Conn::forget_device_resources() noexcept {
   cq_ = nullptr;
   mr_ = nullptr;
   pd_ = nullptr;
+  pool_ = nullptr;
   channel_ = nullptr;
   context_ = nullptr;
+}
+
+void Conn::reclaim_completions() noexcept {
+  if (!cq_ || !pool_) return;
+  ibv_wc wc[16];
+  int n;
+  while ((n = ibv_poll_cq(cq_, 16, wc)) > 0)
+    for (int i = 0; i < n; ++i)
+      if ((wc[i].wr_id >> 32) == (kWrRecv >> 32) && pool_->valid(uint32_t(wc[i].wr_id))) {
+        pool_->taken();
+        (void)pool_->repost(uint32_t(wc[i].wr_id));
+      }
+}
+
+void Conn::release(RxEntry& e) noexcept {
+  if (e.slot < 0)
+    free(e.data);
+  else if (pool_ && pool_->repost(uint32_t(e.slot)) != 0)
+    fail("cannot repost a receive buffer");
+  e = RxEntry{nullptr, 0, -1};
+}
+
+void Conn::release_queued() noexcept {
+  if (!rx_fifo_) return;
+  for (; rx_head_ != rx_tail_; ++rx_head_) release(rx_fifo_[rx_head_ % recv_slots_]);
+  rx_offset_ = 0;
+}
+
+bool Conn::copy_out_held() noexcept {
+  for (uint32_t i = rx_head_; i != rx_tail_; ++i) {
+    RxEntry& e = rx_fifo_[i % recv_slots_];
+    if (e.slot < 0) continue;
+    auto* copy = static_cast<uint8_t*>(malloc(e.len));
+    if (!copy) return false;
+    const uint32_t len = e.len;
+    memcpy(copy, e.data, len);
+    release(e);
+    e = RxEntry{copy, len, -1};
+  }
+  return true;
+}
+
+void Conn::on_pool_low(bool copy_out) noexcept {
+  std::lock_guard lock(progress_lock_);
+  progress_locked();
+  if (copy_out && !copy_out_held())
+    LOG_WARN("fd=%d verbs: out of memory: received messages stay in the receive pool", log_fd_);
 }
 
 rdma_cm_id* Conn::on_device_removal() noexcept {
   std::lock_guard lock(progress_lock_);
   progress_locked();  // what the link delivered before it went is kept
+  if (!copy_out_held()) {  // the pool goes with the device
+    LOG_WARN("fd=%d verbs: out of memory: received bytes are lost with the device", log_fd_);
+    release_queued();
+  }
   fail("the RDMA device was removed");
   link_error_ = true;
   if (getpid() != owner_pid_) return nullptr;
@@ -165,32 +226,34 @@ rdma_cm_id* Conn::on_device_removal() noexcept {
 
 int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   ReentryGuard guard;
-  ibv_context* context = cm_.own_context(id->verbs);
+  ibv_context* context = cm_.own_context(id->verbs, this, options_.slot_bytes, &pool_);
   if (!context) {
     *why = id->verbs ? "cannot open the RDMA device" : "no RDMA device for this address";
     return -ENODEV;
   }
   context_ = context;
+  pd_ = pool_->pd();
   recv_slots_ = options_.slots + kReserveSlots;
-  const size_t bytes = size_t(recv_slots_ + options_.slots) * options_.slot_bytes;
+  send_slot_bytes_ = std::min(kFirstSendSlotBytes, options_.slot_bytes);
+  const size_t bytes = size_t(options_.slots) * send_slot_bytes_;
   if (posix_memalign(reinterpret_cast<void**>(&buffers_), 4096, bytes) != 0) buffers_ = nullptr;
   stage_len_ = new (std::nothrow) uint32_t[options_.slots]();
-  rx_fifo_ = new (std::nothrow) uint32_t[recv_slots_]();
-  rx_len_ = new (std::nothrow) uint32_t[recv_slots_]();
-  if (!buffers_ || !stage_len_ || !rx_fifo_ || !rx_len_) {
+  rx_fifo_ = new (std::nothrow) RxEntry[recv_slots_]();
+  if (!buffers_ || !stage_len_ || !rx_fifo_) {
     *why = "out of memory";
     return -ENOMEM;
   }
-  pd_ = lib_.ibv_alloc_pd(context);
-  channel_ = pd_ ? lib_.ibv_create_comp_channel(context) : nullptr;
+  channel_ = lib_.ibv_create_comp_channel(context);
   if (!channel_) {
-    *why = "cannot allocate a protection domain or completion channel";
+    *why = "cannot allocate a completion channel";
     return -ENOMEM;
   }
   internal_fds::add(channel_->fd);
   const int fl = real().fcntl(channel_->fd, F_GETFL);
   (void)real().fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK);
-  // Every posted request's completion fits: a full completion queue is a fatal error.
+  // Every completion that can be outstanding fits (a full completion queue is a fatal
+  // error): the peer's data messages (its credits) and control messages (a few: switch,
+  // FIN, downgrade, and at most two credit messages per window of ours), and our sends.
   const int cqe = int(recv_slots_ + options_.slots + 2 * kReserveSlots + 8);
   cq_ = lib_.ibv_create_cq(context, cqe, nullptr, channel_, 0);
   mr_ = cq_ ? (lib_.ibv_reg_mr)(pd_, buffers_, bytes, IBV_ACCESS_LOCAL_WRITE) : nullptr;
@@ -201,15 +264,14 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   ibv_qp_init_attr attr{};
   attr.send_cq = cq_;
   attr.recv_cq = cq_;
+  attr.srq = pool_->srq();
   attr.qp_type = IBV_QPT_RC;
   // Data messages are bounded by credits; control messages (credits, switch, FIN) are
   // not, and their completions wait for the peer's acknowledgements: room for twice the
   // reserve. A full queue defers a control message (sq_full), it never fails the link.
   max_send_wr_ = options_.slots + 2 * kReserveSlots;
   attr.cap.max_send_wr = max_send_wr_;
-  attr.cap.max_recv_wr = recv_slots_;
   attr.cap.max_send_sge = 1;
-  attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = kMaxInline;
   qp_ = lib_.ibv_create_qp(pd_, &attr);
   if (!qp_) {
@@ -220,11 +282,6 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
     *why = "cannot initialise the queue pair";
     return rc;
   }
-  for (uint32_t i = 0; i < recv_slots_; ++i)
-    if (post_recv(i) != 0) {
-      *why = "cannot post receive buffers";
-      return -EIO;
-    }
   epoll_event ev{};
   ev.events = EPOLLIN;
   if (real().epoll_ctl(wake_fd_, EPOLL_CTL_ADD, channel_->fd, &ev) != 0) {
@@ -415,16 +472,32 @@ void Conn::start_resync() noexcept {
             log_fd_, static_cast<unsigned long long>(link_sent_ - acked_bytes_));
 }
 
+void Conn::grow_send_slots() noexcept {
+  if (!mr_ || !pd_) return;  // the device was removed: sends go to TCP
+  ReentryGuard guard;
+  const size_t bytes = size_t(options_.slots) * options_.slot_bytes;
+  void* memory = nullptr;
+  if (posix_memalign(&memory, 4096, bytes) != 0) return;
+  ibv_mr* mr = (lib_.ibv_reg_mr)(pd_, memory, bytes, IBV_ACCESS_LOCAL_WRITE);
+  if (!mr) {
+    // Typically RLIMIT_MEMLOCK: the small slots carry large sends too, in more messages.
+    LOG_DEBUG("fd=%d verbs: cannot register full-size send slots (%s): staying at %u bytes",
+              log_fd_, strerror(errno), send_slot_bytes_);
+    free(memory);
+    send_grow_failed_ = true;
+    return;
+  }
+  // Every message sent was acknowledged: nothing in the old slots is needed for a resend.
+  (void)lib_.ibv_dereg_mr(mr_);
+  free(buffers_);
+  buffers_ = static_cast<uint8_t*>(memory);
+  mr_ = mr;
+  send_slot_bytes_ = options_.slot_bytes;
+}
+
 int Conn::post_recv(uint32_t slot) noexcept {
-  if (!qp_) return ENODEV;  // the device was removed
-  ibv_sge sge{reinterpret_cast<uintptr_t>(buffers_) + uint64_t(slot) * options_.slot_bytes,
-              options_.slot_bytes, mr_->lkey};
-  ibv_recv_wr wr{};
-  wr.wr_id = kWrRecv | slot;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  return ibv_post_recv(qp_, &wr, &bad);
+  if (!pool_) return ENODEV;  // the device was removed
+  return pool_->repost(slot);
 }
 
 uint32_t Conn::take_credits() noexcept {
@@ -453,7 +526,7 @@ int Conn::post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept 
 int Conn::post_data(uint32_t stage_slot, uint32_t len) noexcept {
   if (!qp_) return ENODEV;  // the device was removed
   if (sq_full()) return -EAGAIN;
-  uint8_t* src = buffers_ + size_t(recv_slots_ + stage_slot) * options_.slot_bytes;
+  uint8_t* src = buffers_ + size_t(stage_slot) * send_slot_bytes_;
   ibv_sge sge{reinterpret_cast<uintptr_t>(src), len, mr_->lkey};
   ibv_send_wr wr{};
   wr.wr_id = kWrData | stage_slot;
@@ -497,16 +570,23 @@ void Conn::on_recv(uint32_t slot, uint32_t imm, uint32_t len) noexcept {
   // TCP, what it resends from is fixed: later credits change nothing.
   for (uint32_t i = 0; i < credits && stage_acked_ < stage_head_ && !tx_back_on_tcp_; ++i)
     acked_bytes_ += stage_len_[stage_acked_++ % options_.slots];
-  const uint8_t* payload = buffers_ + size_t(slot) * options_.slot_bytes;
+  uint8_t* payload = pool_->data(slot);
   switch (imm_type(imm)) {
-    case Msg::data:
+    case Msg::data: {
       // After our downgrade or the peer's resync, TCP carries these bytes.
       if (len == 0 || rx_back_on_tcp_ || peer_resynced_) break;
-      rx_fifo_[rx_tail_ % recv_slots_] = slot;
-      rx_len_[slot] = len;
+      if (rx_tail_ - rx_head_ >= recv_slots_) {  // beyond the credits it was given
+        fail("the RDMA peer broke the protocol");
+        break;
+      }
+      RxEntry& e = rx_fifo_[rx_tail_ % recv_slots_];
+      e = RxEntry{payload, len, int32_t(slot)};
       ++rx_tail_;
       link_received_ += len;
+      // A pool that cannot give more slots keeps its posted ones for every connection.
+      if (pool_->low()) (void)copy_out_held();
       return;  // reposted once consumed
+    }
     case Msg::switch_at:
       if (len >= 8) {
         peer_switch_at_ = get_u64(payload);
@@ -538,9 +618,13 @@ void Conn::progress_locked() noexcept {
       break;
     }
     for (int i = 0; i < n; ++i) {
+      const bool recv = (wc[i].wr_id >> 32) == (kWrRecv >> 32);
+      // A receive took a slot off the pool, whatever its status.
+      if (recv && pool_ && pool_->valid(uint32_t(wc[i].wr_id))) pool_->taken();
       if (wc[i].status != IBV_WC_SUCCESS) {
         // An error completion's opcode is undefined: wr_id says whether it was a send.
-        if ((wc[i].wr_id >> 32) != (kWrRecv >> 32)) --sends_in_flight_;
+        if (!recv) --sends_in_flight_;
+        else if (pool_ && pool_->valid(uint32_t(wc[i].wr_id))) (void)post_recv(uint32_t(wc[i].wr_id));
         // A refused connect flushes the posted receives, often before the CM thread has
         // handled the REJECTED/UNREACHABLE event that says why: that event (or the
         // connecting time limit) ends the attempt with the real reason.
@@ -551,7 +635,12 @@ void Conn::progress_locked() noexcept {
       }
       if (wc[i].opcode & IBV_WC_RECV) {
         const uint32_t slot = uint32_t(wc[i].wr_id);
-        if (slot >= recv_slots_ || !(wc[i].wc_flags & IBV_WC_WITH_IMM)) {
+        if (!pool_ || !pool_->valid(slot)) {
+          fail("a receive completion names no slot of the pool");
+          continue;
+        }
+        if (!(wc[i].wc_flags & IBV_WC_WITH_IMM)) {
+          (void)post_recv(slot);
           fail("the RDMA peer broke the protocol");
           continue;
         }
@@ -661,17 +750,16 @@ ssize_t Conn::recv_link(const iovec* iov, int iovcnt, bool peek) noexcept {
   IovCursor out(iov, iovcnt);
   uint32_t head = rx_head_, offset = rx_offset_;
   while (got < want && head != rx_tail_) {
-    const uint32_t slot = rx_fifo_[head % recv_slots_];
-    const uint32_t len = rx_len_[slot];
-    const size_t take = std::min<size_t>(len - offset, want - got);
-    out.scatter(buffers_ + size_t(slot) * options_.slot_bytes + offset, take);
+    RxEntry& e = rx_fifo_[head % recv_slots_];
+    const size_t take = std::min<size_t>(e.len - offset, want - got);
+    out.scatter(e.data + offset, take);
     got += take;
     offset += uint32_t(take);
-    if (offset == len) {
+    if (offset == e.len) {
       ++head;
       offset = 0;
       if (!peek) {
-        if (post_recv(slot) != 0) fail("cannot repost a receive buffer");
+        release(e);
         ++unreported_credits_;
       }
     }
@@ -862,7 +950,7 @@ int Conn::serve_resend(int fd, bool nb, bool sending) noexcept {
       pos += stage_len_[msg++ % options_.slots];
     const uint32_t slot = uint32_t(msg % options_.slots);
     const size_t skip = size_t(resend_from_ - pos);
-    const uint8_t* data = buffers_ + size_t(recv_slots_ + slot) * options_.slot_bytes + skip;
+    const uint8_t* data = buffers_ + size_t(slot) * send_slot_bytes_ + skip;
     const size_t len = stage_len_[slot] - skip;
     const ssize_t n = real().send(fd, data, len, MSG_NOSIGNAL | (nb ? MSG_DONTWAIT : 0));
     if (n < 0) {
@@ -908,10 +996,13 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       if (!to_tcp) {
         IovCursor in(iov, iovcnt);
         in.advance(sent);
+        if (total - sent > send_slot_bytes_ && send_slot_bytes_ < options_.slot_bytes &&
+            stage_head_ == stage_acked_ && !send_grow_failed_)
+          grow_send_slots();
         while (sent < total && can_post_data()) {
           const uint32_t slot = uint32_t(stage_head_ % options_.slots);
-          const uint32_t len = uint32_t(std::min<size_t>(total - sent, options_.slot_bytes));
-          in.gather(buffers_ + size_t(recv_slots_ + slot) * options_.slot_bytes, len);
+          const uint32_t len = uint32_t(std::min<size_t>(total - sent, send_slot_bytes_));
+          in.gather(buffers_ + size_t(slot) * send_slot_bytes_, len);
           stage_len_[slot] = len;
           if (const int rc = post_data(slot, len); rc != 0) {
             post_failed("data", rc);
@@ -1093,8 +1184,7 @@ void Conn::downgrade(int fd, const char* why) noexcept {
   rx_back_on_tcp_ = true;
   tx_back_on_tcp_ = true;
   // Unconsumed link bytes are dropped: the peer sends them again on TCP.
-  rx_head_ = rx_tail_;
-  rx_offset_ = 0;
+  release_queued();
   if (state() != State::broken) {
     fallback_reason_ = why;
     state_.store(State::tcp, std::memory_order_release);

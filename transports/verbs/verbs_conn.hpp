@@ -14,9 +14,11 @@
 //   pair. Nothing is ever added to the TCP stream.
 //
 // Small and large messages are copied into registered slots and delivered with
-// SEND_WITH_IMM; the receiver's posted slots are the sender's credits (returned in the
-// immediate of every message, or in a `credit` message). A sent slot stays untouched until
-// the peer has consumed it, so a downgrade can resend from it.
+// SEND_WITH_IMM into the receiver's pool of slots, shared by the process's connections on
+// the device (verbs_pool.hpp). A sender may have `slots` data messages unconsumed by the
+// receiver: its credits, returned in the immediate of every message or in a `credit`
+// message. A sent slot stays untouched until the peer has consumed it, so a downgrade can
+// resend from it.
 //
 // When the link fails after a direction switched (a queue-pair error, the peer's queue pair
 // gone, the device removed), its sender writes a resync frame (verbs_wire.hpp) on TCP and
@@ -95,6 +97,8 @@ class Conn final : public CmClient {
   void on_failed(const char* why) noexcept override;
   void on_disconnected() noexcept override;
   rdma_cm_id* on_device_removal() noexcept override;
+  void on_pool_low(bool copy_out) noexcept override;
+  void forget_after_fork() noexcept override { forget_device_resources(); }
 
  private:
   enum class WaitFor : uint8_t { data, space };
@@ -118,9 +122,28 @@ class Conn final : public CmClient {
   void progress() noexcept;
   void on_recv(uint32_t slot, uint32_t imm, uint32_t len) noexcept;
   int post_recv(uint32_t slot) noexcept;
+  // A received data message, in the receive pool (`slot`) or copied out of it (slot -1,
+  // `data` is ours).
+  struct RxEntry {
+    uint8_t* data;
+    uint32_t len;
+    int32_t slot;
+  };
+  // Copies every queued message still in a pool slot into memory of its own and gives the
+  // slot back (progress lock held). False if memory ran out.
+  bool copy_out_held() noexcept;
+  // The message is consumed or dropped: its slot goes back to the pool, or its copy is freed.
+  void release(RxEntry& e) noexcept;
+  void release_queued() noexcept;  // every queued message (progress lock held)
+  // After the queue pair is destroyed: the receive completions left in the completion
+  // queue hold pool slots; they go back unread.
+  void reclaim_completions() noexcept;
   // Posts a message of `type` with `payload` (inline) or a data slot. Progress lock held.
   int post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept;
   int post_data(uint32_t stage_slot, uint32_t len) noexcept;
+  // Moves to full-size send slots (every message sent is acknowledged: nothing in the
+  // small ones is needed for a resend). Progress lock held.
+  void grow_send_slots() noexcept;
   uint32_t take_credits() noexcept;
   void return_credits_if_due() noexcept;
   uint32_t credits_available() const noexcept;
@@ -185,13 +208,16 @@ class Conn final : public CmClient {
   rdma_cm_id* id_ = nullptr;
   ibv_context* context_ = nullptr;  // this process's own (Cm::own_context), while held
   ibv_qp* qp_ = nullptr;  // ours, not librdmacm's (see Cm::own_context)
-  ibv_pd* pd_ = nullptr;
+  ibv_pd* pd_ = nullptr;           // the pool's
+  RecvPool* pool_ = nullptr;       // this process's receive pool on the device
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
   ibv_mr* mr_ = nullptr;
-  uint8_t* buffers_ = nullptr;  // receive slots, then send slots
+  uint8_t* buffers_ = nullptr;  // send slots
+  uint32_t send_slot_bytes_ = 0;  // kFirstSendSlotBytes, then options_.slot_bytes
+  bool send_grow_failed_ = false;  // registration refused: the small slots stay
   int wake_fd_ = -1;            // epoll set holding the completion channel: what waiters poll
-  uint32_t recv_slots_ = 0;     // options_.slots + reserve (control messages)
+  uint32_t recv_slots_ = 0;     // fifo room: options_.slots (the peer's credits) + reserve
 
   std::mutex tx_lock_, rx_lock_;  // threads of this process sharing a direction
   std::mutex progress_lock_;      // the queue pair, the completion queue and the counters
@@ -223,8 +249,7 @@ class Conn final : public CmClient {
   bool peer_left_ = false;        // the peer downgraded: its stream goes on on TCP
   bool rx_back_on_tcp_ = false;   // this end downgraded: read TCP only
   bool read_shut_ = false;
-  uint32_t* rx_fifo_ = nullptr;   // received data slots in order: slot index
-  uint32_t* rx_len_ = nullptr;    // their lengths (indexed by slot)
+  RxEntry* rx_fifo_ = nullptr;    // received data messages in order
   uint32_t rx_head_ = 0, rx_tail_ = 0;  // fifo positions (mod recv_slots_)
   uint32_t rx_offset_ = 0;        // bytes of the head slot already consumed
   uint64_t link_received_ = 0;    // link bytes received (in the fifo or consumed)

@@ -34,7 +34,12 @@ struct Lib {
   X(ibv_ack_cq_events)                       \
   X(ibv_create_qp)                           \
   X(ibv_modify_qp)                           \
-  X(ibv_destroy_qp)
+  X(ibv_destroy_qp)                         \
+  X(ibv_create_srq)                          \
+  X(ibv_modify_srq)                          \
+  X(ibv_destroy_srq)                         \
+  X(ibv_get_async_event)                     \
+  X(ibv_ack_async_event)
 #define FASTSOCK_RDMACM_FUNCTIONS(X)         \
   X(rdma_create_event_channel)               \
   X(rdma_destroy_event_channel)              \

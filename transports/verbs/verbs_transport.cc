@@ -25,8 +25,9 @@ namespace {
 
 constexpr int kVerbs = int(TransportId::verbs);
 
-// Per direction 16 slots of 16 KiB: 256 KiB received into and 256 KiB sent from registered
-// memory per connection, plus 8 reserve receive slots (docs/verbs.md).
+// 16 credits per direction; messages of up to 16 KiB. Send slots are per connection (1 KiB
+// until it sends larger messages), receive slots come from the process's pool on the device
+// (docs/verbs.md, "Memory").
 constexpr uint32_t kSlots = 16;
 constexpr uint32_t kSlotBytes = 16 * 1024;
 
