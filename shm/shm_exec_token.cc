@@ -19,7 +19,8 @@ bool parse_exec_token(const char* text, ExecToken& out) {
   char end;  // anything after the flags makes a ninth conversion: refused
   if (sscanf(text, "%d,%d,%d,%d,%llu,%llu,%llu,%u%c", &side, &memfd, &own, &peer, &tcp_sent,
              &tcp_received, &shm_sent, &flags, &end) != 8 ||
-      (side != 0 && side != 1) || memfd < 0 || own < 0 || peer < 0 || own == peer)
+      (side != 0 && side != 1) || memfd < 0 || own < 0 || peer < 0 || own == peer ||
+      memfd == own || memfd == peer)
     return false;
   out = ExecToken{side, memfd, own, peer, tcp_sent, tcp_received, shm_sent, flags};
   return true;

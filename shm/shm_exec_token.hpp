@@ -31,8 +31,9 @@ struct ExecToken {
 int format_exec_token(char* out, size_t cap, const ExecToken& t);
 
 // The token `text` holds, if it is well formed: eight numbers and nothing after them, side
-// 0 or 1, three non-negative descriptors, the two eventfds distinct. Whether they are what
-// they claim to be is for adopt to check.
+// 0 or 1, and three distinct non-negative descriptors (adopt owns them from the start: a
+// memfd equal to an eventfd would be closed twice when the attach fails). Whether they are
+// what they claim to be is for adopt to check.
 bool parse_exec_token(const char* text, ExecToken& out);
 
 }  // namespace fastsock::shm

@@ -66,7 +66,7 @@ bool same_entry(const Links& a, int i, const Links& b, int j) {
 // The rules parse_exec_token documents, checked on their own.
 bool token_valid(const ExecToken& t) {
   return (t.side == 0 || t.side == 1) && t.memfd >= 0 && t.own_bell >= 0 && t.peer_bell >= 0 &&
-         t.own_bell != t.peer_bell;
+         t.own_bell != t.peer_bell && t.memfd != t.own_bell && t.memfd != t.peer_bell;
 }
 
 // Writes `t` and reads it back: accepted exactly when valid, then unchanged; and any token
