@@ -3,12 +3,8 @@
 //
 // Everything the ring ends, the handoff slots, the switch offsets and the notification need
 // is in the segment already (their constructors read an inherited segment as they read a
-// fresh one). The token adds this end's private counters and flags and the descriptors:
-//
-//   <side>,<memfd>,<own eventfd>,<peer eventfd>,<tcp_sent>,<tcp_received>,<shm_sent>,<flags>
-//
-// flags: 1 this end's switch offset is published, 2 shut for writing, 4 shut for reading,
-// 8 SO_LINGER {1, 0} (abortive close).
+// fresh one). The token (shm_exec_token.hpp) adds this end's private counters and flags and
+// the descriptors.
 //
 // Only a connection at rest in this sense is handed over; anything else is downgraded by
 // the core as before: both directions on shm (no downgrade under way, nothing being resent,
@@ -24,13 +20,12 @@
 
 #include "internal_fds.hpp"
 #include "shm_conn.hpp"
+#include "shm_exec_token.hpp"
 #include "shm_sys.hpp"
 
 namespace fastsock::shm {
 
 namespace {
-
-constexpr unsigned kSwitched = 1, kWriteShut = 2, kReadShut = 4, kAbortive = 8;
 
 void set_cloexec(int fd, bool on) { (void)sys::fcntl(fd, F_SETFD, on ? FD_CLOEXEC : 0); }
 
@@ -62,13 +57,12 @@ size_t Conn::exec_handover(char* out, size_t cap) {
       !handoff_out_.outstanding() && !handoff_in_.mid_post() && seg_->fd() >= 0 &&
       !seg_->peer_in_this_process() && own_bell_ >= 0 && peer_bell_ >= 0 && !tx_.corrupt() &&
       !rx_.corrupt();
-  const unsigned flags = (tx_switched_ ? kSwitched : 0) | (write_shut_ ? kWriteShut : 0) |
-                         (read_shut_ ? kReadShut : 0) | (abortive_close_ ? kAbortive : 0);
-  const int n = at_rest ? snprintf(out, cap, "%d,%d,%d,%d,%llu,%llu,%llu,%u", side_, seg_->fd(),
-                                   own_bell_, peer_bell_, (unsigned long long)tcp_sent_,
-                                   (unsigned long long)tcp_received_,
-                                   (unsigned long long)shm_sent_, flags)
-                        : 0;
+  const unsigned flags = (tx_switched_ ? kExecSwitched : 0) |
+                         (write_shut_ ? kExecWriteShut : 0) | (read_shut_ ? kExecReadShut : 0) |
+                         (abortive_close_ ? kExecAbortive : 0);
+  const ExecToken token{side_, seg_->fd(), own_bell_, peer_bell_, tcp_sent_, tcp_received_,
+                        shm_sent_, flags};
+  const int n = at_rest ? format_exec_token(out, cap, token) : 0;
   if (n <= 0 || size_t(n) >= cap) {
     recv_lock_.unlock();
     send_lock_.unlock();
@@ -88,40 +82,35 @@ void Conn::exec_failed() {
 }
 
 int Conn::adopt(int fd, const char* token, const char** why) {
-  int side, memfd, own, peer;
-  unsigned long long tcp_sent, tcp_received, shm_sent;
-  unsigned flags;
-  char end;
-  if (sscanf(token, "%d,%d,%d,%d,%llu,%llu,%llu,%u%c", &side, &memfd, &own, &peer, &tcp_sent,
-             &tcp_received, &shm_sent, &flags, &end) != 8 ||
-      (side != 0 && side != 1) || memfd < 0 || own < 0 || peer < 0 || own == peer) {
+  ExecToken t;
+  if (!parse_exec_token(token, t)) {
     *why = "malformed handover from the previous program image";
     return -EINVAL;
   }
-  if (!is_eventfd(own) || !is_eventfd(peer)) {
+  if (!is_eventfd(t.own_bell) || !is_eventfd(t.peer_bell)) {
     *why = "the handed-over eventfds are missing";
     return -EBADF;
   }
-  own_bell_ = own;  // owned from here (closed by the destructor)
-  peer_bell_ = peer;
+  own_bell_ = t.own_bell;  // owned from here (closed by the destructor)
+  peer_bell_ = t.peer_bell;
   internal_fds::add(own_bell_);
   internal_fds::add(peer_bell_);
   set_cloexec(own_bell_, true);
   set_cloexec(peer_bell_, true);
-  set_cloexec(memfd, true);
-  if (Status st = segment_.attach(memfd, options_.limits); !st.ok()) {
+  set_cloexec(t.memfd, true);
+  if (Status st = segment_.attach(t.memfd, options_.limits); !st.ok()) {
     *why = st.reason;
     return -st.err;
   }
   keep_memfd_for(fd);
-  side_ = side;
-  tcp_sent_ = tcp_sent;
-  tcp_received_ = tcp_received;
-  shm_sent_ = shm_sent;
-  tx_switched_ = flags & kSwitched;
-  write_shut_ = flags & kWriteShut;
-  read_shut_ = flags & kReadShut;
-  abortive_close_ = flags & kAbortive;
+  side_ = t.side;
+  tcp_sent_ = t.tcp_sent;
+  tcp_received_ = t.tcp_received;
+  shm_sent_ = t.shm_sent;
+  tx_switched_ = t.flags & kExecSwitched;
+  write_shut_ = t.flags & kExecWriteShut;
+  read_shut_ = t.flags & kExecReadShut;
+  abortive_close_ = t.flags & kExecAbortive;
   tx_ = RingProducer(*seg_, side_);
   rx_ = RingConsumer(*seg_, side_ ^ 1);
   handoff_out_ = HandoffSender(*seg_, side_);

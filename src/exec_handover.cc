@@ -18,13 +18,6 @@ namespace fastsock::exec_handover {
 
 namespace {
 
-// Bounds: the environment variable stays a few KiB; connections beyond these limits are
-// downgraded as before.
-constexpr int kMaxHanded = 64;
-constexpr int kMaxFdsPerConn = 8;
-constexpr size_t kTokenBytes = 200;
-constexpr size_t kEntryBytes = kTokenBytes + 16 * (kMaxFdsPerConn + 4);
-
 // The descriptors of one connection (dup'ed descriptors share a Socket).
 struct Group {
   Socket* socket;
@@ -114,11 +107,8 @@ Exec::Exec(bool follows, char* const envp[]) noexcept : envp_(envp) {
       link->downgrade(*g.socket, g.fds[0], "exec");
       continue;
     }
-    used += size_t(snprintf(variable_ + used, cap - used, ";%d/%lu/", int(link->id()),
-                            static_cast<unsigned long>(st.st_ino)));
-    for (int k = 0; k < n; ++k)
-      used += size_t(snprintf(variable_ + used, cap - used, k ? ",%d" : "%d", fds[k]));
-    used += size_t(snprintf(variable_ + used, cap - used, "/%s", token));
+    used += format_entry(variable_ + used, cap - used, link->id(),
+                         static_cast<unsigned long>(st.st_ino), fds, n, token);
     handed_[handed_count_++] = Handed{g.socket, link, fds[0]};
     LOG_DEBUG("fd=%d continues in the exec'd program", fds[0]);
   }
@@ -158,72 +148,26 @@ Exec::~Exec() {
 
 namespace {
 
-struct Parsed {
-  Entry entries[kMaxHanded];
-  int fds[kMaxHanded][kMaxFdsPerConn];
-  int fd_count[kMaxHanded];
-  int count = 0;
-};
-
-// "<link id>/<inode>/<fd>[,<fd>...]/<token>", modified in place (the token is terminated).
-bool parse_entry(char* text, Parsed& p) {
-  const int i = p.count;
-  char* end = nullptr;
-  const long id = strtol(text, &end, 10);
-  if (end == text || *end != '/' || id < 0 || id >= kTransportCount) return false;
-  text = end + 1;
-  const unsigned long inode = strtoul(text, &end, 10);
-  if (end == text || *end != '/') return false;
-  text = end + 1;
-  int n = 0;
-  for (;;) {
-    const long fd = strtol(text, &end, 10);
-    if (end == text || fd < 0 || fd > INT32_MAX || n == kMaxFdsPerConn) return false;
-    p.fds[i][n++] = int(fd);
-    text = end + 1;
-    if (*end == '/') break;
-    if (*end != ',') return false;
-  }
-  p.entries[i] = Entry{TransportId(id), inode, p.fds[i][0], text};
-  p.fd_count[i] = n;
-  ++p.count;
-  return true;
-}
-
-const Parsed& parsed() {
-  static const Parsed* const result = []() -> const Parsed* {
-    static Parsed p;
+const Links& parsed() {
+  static const Links* const result = []() -> const Links* {
+    static Links links;
     const char* value = getenv(kVariable);
-    if (!value) return &p;
+    if (!value) return &links;
     char* copy = strdup(value);  // kept for the process's life: the tokens point into it
-    if (!copy) return &p;
-    char* save = nullptr;
-    char* part = strtok_r(copy, ";", &save);
-    if (!part || atol(part) != long(::getpid())) return &p;  // not for this process
-    while ((part = strtok_r(nullptr, ";", &save)) && p.count < kMaxHanded) {
-      if (!parse_entry(part, p)) LOG_ERROR("%s: malformed entry ignored", kVariable);
-    }
-    return &p;
+    if (!copy) return &links;
+    if (const int malformed = parse_links(copy, long(::getpid()), links); malformed > 0)
+      LOG_ERROR("%s: %d malformed entries ignored", kVariable, malformed);
+    return &links;
   }();
   return *result;
 }
 
 }  // namespace
 
-Role find(int fd, Entry& out) noexcept {
-  const Parsed& p = parsed();
-  for (int i = 0; i < p.count; ++i) {
-    for (int k = 0; k < p.fd_count[i]; ++k) {
-      if (p.fds[i][k] != fd) continue;
-      out = p.entries[i];
-      return k == 0 ? Role::first : Role::extra;
-    }
-  }
-  return Role::none;
-}
+Role find(int fd, Entry& out) noexcept { return lookup(parsed(), fd, out); }
 
 void for_each_extra(void (*fn)(int extra_fd, int first_fd)) noexcept {
-  const Parsed& p = parsed();
+  const Links& p = parsed();
   for (int i = 0; i < p.count; ++i)
     for (int k = 1; k < p.fd_count[i]; ++k) fn(p.fds[i][k], p.fds[i][0]);
 }

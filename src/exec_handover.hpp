@@ -19,7 +19,7 @@
 
 #include <cstddef>
 
-#include "transport_id.hpp"
+#include "exec_links.hpp"  // the variable's text: Entry, Role, bounds
 
 namespace fastsock::exec_handover {
 
@@ -50,15 +50,8 @@ class Exec {
   int handed_count_ = 0;
 };
 
-// In the new image: what the previous image said about descriptor `fd`.
-struct Entry {
-  TransportId link;
-  unsigned long inode;
-  int first_fd;     // the descriptor the connection is adopted through
-  const char* token;
-};
-enum class Role { none, first, extra };
-// Parses the variable (once; later calls reuse the result).
+// In the new image: what the previous image said about descriptor `fd`. Parses the
+// variable (once; later calls reuse the result).
 Role find(int fd, Entry& out) noexcept;
 // Calls fn(extra_fd, first_fd) for every further descriptor of a handed-over connection.
 void for_each_extra(void (*fn)(int extra_fd, int first_fd)) noexcept;
