@@ -152,7 +152,7 @@ int Conn::start_connector(int fd, const char** why) {
             : slot_op_ == SlotOp::fresh ? "new, kept in the channel's pool"
                                         : "of its own (not pooled)");
   keep_memfd_for(fd);
-  tx_ = RingProducer(*seg_, 0);
+  tx_ = RingProducer(*seg_, 0, options_.limits.max_window);
   rx_ = RingConsumer(*seg_, 1);
   handoff_out_ = HandoffSender(*seg_, 0);
   handoff_in_ = HandoffReceiver(*seg_, 1);
@@ -200,7 +200,9 @@ int Conn::start_acceptor(Handshake& handshake, const char** why, int fd) {
     }
     peer_bell_ = bell;
     internal_fds::add(peer_bell_);
-    if (Status st = segment_.attach(memfd, options_.limits); !st.ok()) {
+    // Any ring size up to the protocol's bound: the connector chose it; this end's own
+    // cap only bounds how far it grows the ring it writes (RingProducer).
+    if (Status st = segment_.attach(memfd, Limits{kMinWindow, kMaxWindowLimit}); !st.ok()) {
       *why = st.reason;
       (void)handshake.reject(st.reason, &ignored);
       return -st.err;
@@ -228,7 +230,7 @@ int Conn::start_acceptor(Handshake& handshake, const char** why, int fd) {
   }
   slot_op_ = hello.slot_op;
   if (hello.pid == current_pid()) seg_->set_peer_in_this_process(true);
-  tx_ = RingProducer(*seg_, 1);
+  tx_ = RingProducer(*seg_, 1, options_.limits.max_window);
   rx_ = RingConsumer(*seg_, 0);
   handoff_out_ = HandoffSender(*seg_, 1);
   handoff_in_ = HandoffReceiver(*seg_, 0);

@@ -98,7 +98,7 @@ int Conn::adopt(int fd, const char* token, const char** why) {
   set_cloexec(own_bell_, true);
   set_cloexec(peer_bell_, true);
   set_cloexec(t.memfd, true);
-  if (Status st = segment_.attach(t.memfd, options_.limits); !st.ok()) {
+  if (Status st = segment_.attach(t.memfd, Limits{kMinWindow, kMaxWindowLimit}); !st.ok()) {
     *why = st.reason;
     return -st.err;
   }
@@ -111,7 +111,7 @@ int Conn::adopt(int fd, const char* token, const char** why) {
   write_shut_ = t.flags & kExecWriteShut;
   read_shut_ = t.flags & kExecReadShut;
   abortive_close_ = t.flags & kExecAbortive;
-  tx_ = RingProducer(*seg_, side_);
+  tx_ = RingProducer(*seg_, side_, options_.limits.max_window);
   rx_ = RingConsumer(*seg_, side_ ^ 1);
   handoff_out_ = HandoffSender(*seg_, side_);
   handoff_in_ = HandoffReceiver(*seg_, side_ ^ 1);

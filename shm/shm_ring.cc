@@ -86,13 +86,14 @@ constexpr uint64_t kCollapseDistance = uint64_t{1} << 40;
 
 // ---- producer ----
 
-RingProducer::RingProducer(const Segment& segment, int dir)
+RingProducer::RingProducer(const Segment& segment, int dir, uint32_t grow_cap)
     : segment_(&segment),
       producer_(&segment.layout()->dir[dir & 1].producer),
       consumer_(&segment.layout()->dir[dir & 1].consumer),
       data_(segment.ring_data(dir & 1)),
       dir_(dir & 1),
-      max_window_(segment.limits().max_window) {
+      max_window_(segment.limits().max_window),
+      grow_cap_(grow_cap < max_window_ ? grow_cap : max_window_) {
   // A fresh segment holds tail 0 and the initial window; an inherited one whatever its
   // producer left, which is checked like any other shared value.
   tail_ = producer_->tail.load(std::memory_order_relaxed);
@@ -123,8 +124,8 @@ void RingProducer::publish_geometry(const RingGeometry& g) {
 
 void RingProducer::grow(uint64_t needed) {
   uint32_t target = geo_.window * 2;
-  while (target < needed && target < max_window_) target *= 2;
-  if (target > max_window_) target = max_window_;
+  while (target < needed && target < grow_cap_) target *= 2;
+  if (target > grow_cap_) target = grow_cap_;
   // Allocate the new pages first; without memory the ring keeps its window.
   if (segment_->prefault(dir_, geo_.window, target - geo_.window) != 0) return;
   publish_geometry(RingGeometry{target, geo_.window, tail_});
@@ -141,7 +142,7 @@ size_t RingProducer::write(const iovec* iov, int iovcnt, size_t max) {
     if (!load_head(head)) return 0;
     // A write that does not fit: the connection streams, its window grows (at most one
     // growth pending: bytes placed with an older window must be gone first).
-    if (capacity(head) - (tail_ - head) < want && geo_.window < max_window_ &&
+    if (capacity(head) - (tail_ - head) < want && geo_.window < grow_cap_ &&
         head >= geo_.grown_at)
       grow(want + (tail_ - head));
     if (geo_.previous != geo_.window && head >= geo_.grown_at &&

@@ -57,8 +57,10 @@ class RingProducer {
  public:
   RingProducer() = default;
   // The producer end of direction `dir` (0 or 1) of an attached or created segment, which
-  // must outlive this object. Reads the current tail and window once (validated).
-  RingProducer(const Segment& segment, int dir);
+  // must outlive this object. Reads the current tail and window once (validated). The
+  // window grows up to `grow_cap` (this process's FASTSOCK_SHM_RING_MAX) or the segment's
+  // max_window, whichever is smaller; a window already larger (an inherited ring) stays.
+  RingProducer(const Segment& segment, int dir, uint32_t grow_cap = UINT32_MAX);
 
   // Copies up to `max` bytes gathered from iov into the ring; returns the number copied,
   // 0 when the ring is full (or after close_write, or when corrupt). Never blocks.
@@ -102,7 +104,8 @@ class RingProducer {
   const ConsumerLine* consumer_ = nullptr;
   unsigned char* data_ = nullptr;
   int dir_ = 0;
-  uint32_t max_window_ = 0;
+  uint32_t max_window_ = 0;  // the segment's: what a valid geometry may say
+  uint32_t grow_cap_ = 0;    // how far this end grows the window
   RingGeometry geo_;
   uint64_t tail_ = 0;
   uint64_t head_seen_ = 0;  // last validated head: free space is at least capacity - (tail - it)

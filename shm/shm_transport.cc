@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -44,8 +45,13 @@ thread_local const char* t_prepare_why = nullptr;
 constexpr const char* kNoFdBudget =
     "descriptors: half of RLIMIT_NOFILE in use, kept for the application";
 
+static_assert(kMinShmRingMax == shm::kMinWindow && kMaxShmRingMax == shm::kMaxWindowLimit,
+              "FASTSOCK_SHM_RING_MAX's range is the shm protocol's");
+
 shm::ConnOptions conn_options() {
-  return shm::ConnOptions{shm::Limits{}, kHandoffThreshold, config().spin_us};
+  const uint32_t max = config().shm_ring_max;
+  const uint32_t initial = std::min(shm::kDefaultInitialWindow, max);
+  return shm::ConnOptions{shm::Limits{initial, max}, kHandoffThreshold, config().spin_us};
 }
 
 // A listening socket's record. Threads of one process may accept on it at once, and a

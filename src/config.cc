@@ -375,6 +375,26 @@ bool parse_spin_us(std::string_view text, uint32_t& out, ParseError& err) {
   return true;
 }
 
+bool parse_ring_max(std::string_view text, uint32_t& out, ParseError& err) {
+  std::string_view t = trim(text);
+  size_t digits = 0;
+  while (digits < t.size() && is_digit(t[digits])) ++digits;
+  const std::string_view unit = t.substr(digits);
+  uint32_t shift = 0;
+  if (iequals(unit, "k") || iequals(unit, "kib")) shift = 10;
+  else if (iequals(unit, "m") || iequals(unit, "mib")) shift = 20;
+  else if (!unit.empty()) shift = 32;  // not a unit
+  uint32_t n = 0;
+  const uint64_t bytes = shift < 32 && parse_uint(t.substr(0, digits), kMaxShmRingMax, n)
+                             ? uint64_t{n} << shift
+                             : 0;
+  if (bytes < kMinShmRingMax || bytes > kMaxShmRingMax || (bytes & (bytes - 1)) != 0)
+    return fail(err, "invalid ring size " + quote(text) +
+                         " (expected a power of two from 4K to 64M, e.g. 1M, 4MiB, 262144)");
+  out = uint32_t(bytes);
+  return true;
+}
+
 bool parse_bool(std::string_view text, bool& out, ParseError& err) {
   const std::string_view t = trim(text);
   for (std::string_view yes : {"1", "yes", "true", "on"})
@@ -487,6 +507,8 @@ Config config_from(EnvLookup env, std::string_view rules_text) {
   }
   if (const char* v = env("FASTSOCK_SPIN_US"))
     if (!parse_spin_us(v, c.spin_us, e)) report("FASTSOCK_SPIN_US", e);
+  if (const char* v = env("FASTSOCK_SHM_RING_MAX"))
+    if (!parse_ring_max(v, c.shm_ring_max, e)) report("FASTSOCK_SHM_RING_MAX", e);
   if (const char* v = env("FASTSOCK_STATS"))
     if (!parse_bool(v, c.stats_enabled, e)) report("FASTSOCK_STATS", e);
   if (const char* v = env("FASTSOCK_ZEROCOPY"))

@@ -50,6 +50,14 @@ struct ParseError {
   std::string message;          // one sentence, no trailing newline
 };
 
+// FASTSOCK_SHM_RING_MAX: a power of two between one page and the shm protocol's bound
+// (shm_layout.hpp's kMinWindow and kMaxWindowLimit, checked where the link uses it). The
+// default is Linux's default maximum TCP send buffer (net.ipv4.tcp_wmem), so that a program
+// finds about as much room ahead of its reader as on kernel TCP (docs/configuration.md).
+inline constexpr uint32_t kMinShmRingMax = 4u << 10;
+inline constexpr uint32_t kMaxShmRingMax = 64u << 20;
+inline constexpr uint32_t kDefaultShmRingMax = 4u << 20;
+
 struct Config {
   // The failover chain in order of preference; tcp is always present and always last.
   std::vector<TransportId> chain{TransportId::shm, TransportId::verbs, TransportId::vendor,
@@ -57,6 +65,8 @@ struct Config {
   LogLevel log_level = LogLevel::warn;
   std::string log_file;         // empty: stderr
   uint32_t spin_us = 50;        // busy-wait budget before sleeping (transports that wait)
+  // How far an shm ring this process writes may grow (FASTSOCK_SHM_RING_MAX), bytes.
+  uint32_t shm_ring_max = kDefaultShmRingMax;
   bool stats_enabled = true;    // publish /dev/shm/fastsock-stats.<pid> for `fastsock stat`
   bool zerocopy = false;        // MSG_ZEROCOPY for large typed sends on TCP (api_zerocopy.hpp)
   bool fd_budget = true;        // links with descriptors of their own leave half (fd_budget.hpp)
@@ -79,6 +89,9 @@ bool parse_log_level(std::string_view text, LogLevel& out, ParseError& err);
 // A decimal integer in [0, 1000000] (microseconds).
 bool parse_spin_us(std::string_view text, uint32_t& out, ParseError& err);
 bool parse_bool(std::string_view text, bool& out, ParseError& err);
+// A byte count for FASTSOCK_SHM_RING_MAX: digits, optionally followed by K, KiB, M or MiB
+// (binary, any case), a power of two in [kMinShmRingMax, kMaxShmRingMax].
+bool parse_ring_max(std::string_view text, uint32_t& out, ParseError& err);
 // "*", "*:6379", "127.0.0.1", "10.0.0.0/8:1000-2000", "[::1]:80", "[fe80::/10]:*", ...
 bool parse_address_pattern(std::string_view text, AddressPattern& out, ParseError& err);
 // The whole rules file. Blank lines and '#' comments are ignored. `vendor` lines are

@@ -191,6 +191,38 @@ TEST_CASE("windows grow only for connections that stream, up to the maximum") {
   }
 }
 
+TEST_CASE("a producer's own cap bounds growth below the segment's maximum") {
+  // The connector sized the segment for 64 KiB rings; this end writes with a 32 KiB cap
+  // (FASTSOCK_SHM_RING_MAX): its ring stops there, every byte still in order.
+  Segment seg;
+  REQUIRE(seg.create(Limits{16384, 65536}).ok());
+  RingProducer p(seg, 0, 32768);
+  RingConsumer c(seg, 0);
+  uint64_t sent = 0, got = 0;
+  for (int i = 0; i < 20; ++i) {
+    sent += put(p, pattern_bytes(sent, 100000));
+    auto v = take(c, 100000);
+    REQUIRE(v == pattern_bytes(got, v.size()));
+    got += v.size();
+  }
+  CHECK(p.window() == 32768);
+  CHECK(sent == got);
+  CHECK(sent >= 20 * 16384);
+
+  SECTION("a ring already larger than the cap (inherited over exec) stays valid, never grows") {
+    RingProducer big(seg, 1);
+    RingConsumer c1(seg, 1);
+    REQUIRE(put(big, pattern_bytes(0, 60000)) == 60000);
+    REQUIRE(big.window() == 65536);
+    RingProducer capped(seg, 1, 16384);
+    CHECK_FALSE(capped.corrupt());
+    CHECK(capped.window() == 65536);
+    CHECK(put(capped, pattern_bytes(60000, 10000)) == 65536 - 60000);
+    CHECK(take(c1, 100000) == pattern_bytes(0, 65536));
+    CHECK(capped.window() == 65536);
+  }
+}
+
 TEST_CASE("a ring that grows while bytes are in it keeps every byte in order") {
   // Writes and reads of varying sizes that keep the ring partly full, so that growths
   // happen with old bytes at every offset: every byte must come out as it went in.

@@ -212,6 +212,30 @@ TEST_CASE("spin time", "[config][spin]") {
   }
 }
 
+TEST_CASE("shm ring cap", "[config][ring]") {
+  ParseError err;
+  uint32_t bytes = 7;
+  const std::pair<const char*, uint32_t> good[] = {
+      {"4096", 4096},   {"4K", 4096},          {"4k", 4096},         {"16KiB", 16384},
+      {" 1M ", 1u << 20}, {"4MiB", 4u << 20},  {"4mib", 4u << 20},   {"64M", 64u << 20},
+      {"67108864", 64u << 20}, {"0004K", 4096}};
+  for (const auto& [text, want] : good) {
+    INFO(text);
+    CHECK(parse_ring_max(text, bytes, err));
+    CHECK(bytes == want);
+  }
+  // Not a power of two, out of range, no digits, unknown or decimal units, signs, overflow.
+  for (const char* bad : {"", "0", "2K", "4095", "3M", "6291456", "128M", "65M", "K", "M",
+                          "4G", "4KB", "4 K", "1.5M", "-4M", "+4M", "0x1000",
+                          "99999999999K", "4294967296", "4M4"}) {
+    INFO(bad);
+    bytes = 42;
+    CHECK_FALSE(parse_ring_max(bad, bytes, err));
+    CHECK(bytes == 42);
+    CHECK(err.message.find("invalid ring size") != std::string::npos);
+  }
+}
+
 TEST_CASE("booleans", "[config][bool]") {
   ParseError err;
   for (const char* yes : {"1", "yes", "true", "on", "YES", "True", "ON"}) {
@@ -406,6 +430,7 @@ TEST_CASE("config_from: defaults when nothing is set", "[config][env]") {
   CHECK(c.log_level == LogLevel::warn);
   CHECK(c.log_file.empty());
   CHECK(c.spin_us == 50);
+  CHECK(c.shm_ring_max == 4u << 20);
   CHECK(c.stats_enabled);
   CHECK_FALSE(c.zerocopy);
   CHECK(c.fd_budget);
@@ -420,6 +445,7 @@ TEST_CASE("config_from: every variable set", "[config][env]") {
                                 {"FASTSOCK_LOG", "debug"},
                                 {"FASTSOCK_LOG_FILE", "/tmp/fastsock.log"},
                                 {"FASTSOCK_SPIN_US", "0"},
+                                {"FASTSOCK_SHM_RING_MAX", "256K"},
                                 {"FASTSOCK_STATS", "off"},
                                 {"FASTSOCK_ZEROCOPY", "on"},
                                 {"FASTSOCK_FD_BUDGET", "off"},
@@ -429,6 +455,7 @@ TEST_CASE("config_from: every variable set", "[config][env]") {
   CHECK(c.log_level == LogLevel::debug);
   CHECK(c.log_file == "/tmp/fastsock.log");
   CHECK(c.spin_us == 0);
+  CHECK(c.shm_ring_max == 256u << 10);
   CHECK_FALSE(c.stats_enabled);
   CHECK(c.zerocopy);
   CHECK_FALSE(c.fd_budget);
@@ -471,6 +498,11 @@ TEST_CASE("config_from: a malformed setting forces pass-through", "[config][env]
   c = config_with({{"FASTSOCK_SPIN_US", "-3"}});
   CHECK(c.pass_through_forced);
   CHECK(c.error.rfind("FASTSOCK_SPIN_US: invalid spin time '-3'", 0) == 0);
+
+  c = config_with({{"FASTSOCK_SHM_RING_MAX", "3M"}});
+  CHECK(c.pass_through_forced);
+  CHECK(c.shm_ring_max == kDefaultShmRingMax);
+  CHECK(c.error.rfind("FASTSOCK_SHM_RING_MAX: invalid ring size '3M'", 0) == 0);
 
   c = config_with({{"FASTSOCK_STATS", "maybe"}});
   CHECK(c.pass_through_forced);

@@ -72,6 +72,7 @@ void print_text(const Config& c, const LibraryLocation& lib,
   std::printf("  log level:  %s\n", std::string(log_level_name(c.log_level)).c_str());
   std::printf("  log file:   %s\n", c.log_file.empty() ? "stderr" : c.log_file.c_str());
   std::printf("  spin:       %u us\n", c.spin_us);
+  std::printf("  ring max:   %u KiB (shm)\n", c.shm_ring_max >> 10);
   std::printf("  stats:      %s\n", c.stats_enabled ? "on" : "off");
   if (c.rules_path.empty())
     std::printf("  rules:      none\n");
@@ -113,6 +114,7 @@ void print_json(const Config& c, const LibraryLocation& lib,
   std::printf("    \"log_level\": %s,\n", json_quote(log_level_name(c.log_level)).c_str());
   std::printf("    \"log_file\": %s,\n", c.log_file.empty() ? "null" : json_quote(c.log_file).c_str());
   std::printf("    \"spin_us\": %u,\n", c.spin_us);
+  std::printf("    \"shm_ring_max\": %u,\n", c.shm_ring_max);
   std::printf("    \"stats\": %s,\n", json_bool(c.stats_enabled));
   std::printf("    \"rules_file\": %s,\n",
               c.rules_path.empty() ? "null" : json_quote(c.rules_path).c_str());

@@ -3,9 +3,9 @@
 // with smaller buffers must not deadlock here: the shm link moves a direction whose reader
 // takes nothing from the full ring for a while to TCP (shm/shm_conn.cc, kStalledRingNs).
 //
-// Size: 2 MiB, above the shm ring's largest window (1 MiB; a ring grows to it at once for a
-// write larger than its window) and within what TCP's loopback buffers take (3 MiB each way
-// passed here). Blocking sockets, one thread per end. Without the stalled-ring rule this
+// Size: 2 MiB, above the shm ring's largest window as the test runs it (meson sets
+// FASTSOCK_SHM_RING_MAX=1M; a ring grows to it at once for a write larger than its window)
+// and within what TCP's loopback buffers take (3 MiB each way passed here). Blocking sockets, one thread per end. Without the stalled-ring rule this
 // deadlocks under the library (checked: killed by the timeout).
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
