@@ -845,11 +845,10 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       std::lock_guard lock(progress_lock_);
       progress_locked();
       if (rx_head_ != rx_tail_ || peer_fin_) continue;  // the link had more after all
-      if (t > 0) {
-        const int r = take_resync_frame(fd);
-        if (r == 0) continue;
-        if (r != -EAGAIN) return got ? ssize_t(got) : r;
-      } else if (t == 0 || (err != EAGAIN && err != EWOULDBLOCK)) {
+      const int r = t > 0 ? take_resync_frame(fd) : -EAGAIN;
+      if (r == 0) continue;
+      if (r != -EAGAIN && r != -ENODATA) return got ? ssize_t(got) : r;
+      if (r == -ENODATA || t == 0 || (t < 0 && err != EAGAIN && err != EWOULDBLOCK)) {
         // Bytes the peer sent on the link may be lost: not a clean end of stream.
         if (got) return ssize_t(got);
         return t < 0 ? -err : link_error_ ? -ECONNRESET : 0;
@@ -867,6 +866,9 @@ int Conn::take_resync_frame(int fd) noexcept {
     const ssize_t n = real().recv(fd, frame_in_ + frame_in_got_, sizeof frame_in_ - frame_in_got_,
                                   MSG_DONTWAIT);
     if (n == 0) {
+      // The end of the connection where a frame would start is no protocol error: the
+      // peer's process ended (exit without close, a crash) and recv() reports that end.
+      if (frame_in_got_ == 0) return -ENODATA;
       break_connection("the RDMA peer's connection ended inside its resync frame");
       return -ECONNRESET;
     }

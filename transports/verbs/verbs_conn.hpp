@@ -156,7 +156,7 @@ class Conn final : public CmClient {
   // Our link stream failed after its switch: queue the resync frame and the resend.
   void start_resync() noexcept;
   // Receive side of a resync: the peer's frame (0 once read whole, -EAGAIN while partial,
-  // -errno), then the resent bytes the link had delivered already (1 once skipped, 0 at
+  // -ENODATA when the connection ends before its first byte, -errno), then the resent bytes the link had delivered already (1 once skipped, 0 at
   // end of stream, -errno). Receive lock held; take_resync_frame also the progress lock.
   int take_resync_frame(int fd) noexcept;
   int skip_resent(int fd) noexcept;
