@@ -586,10 +586,11 @@ void Cm::add_acceptor(CmClient* client, const TcpKey& key) noexcept {
     p.id->context = client;
     const char* why = "";
     if (client->on_request(p.id, p.data, &why) != 0) {
+      // The client owns the id now and destroys it when it goes (destroying it here too
+      // freed it twice: a refused queue pair crashed redis-server later, in rdma_redis).
       p.id->context = nullptr;
       client->on_failed(why);
       (void)lib_->rdma_reject(p.id, nullptr, 0);
-      lib_->rdma_destroy_id(p.id);
     }
     return;
   }

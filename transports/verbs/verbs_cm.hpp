@@ -31,7 +31,8 @@ class CmClient {
  public:
   // Connector: the route is known; create the queue pair on id's device and connect.
   // Acceptor: a connect request for this connection arrived on `id`; accept it.
-  // Return 0 or -errno with `why` (the service rejects/destroys then).
+  // Return 0 or -errno with `why` (the service rejects then). on_request: the client owns
+  // `id` from the call on, refused or not, and destroys it when it goes.
   virtual int on_route(rdma_cm_id* id, const char** why) noexcept = 0;
   virtual int on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept = 0;
   // Connector: the acceptor's answer (its private data); the connection is to be made

@@ -344,11 +344,14 @@ int Conn::on_route(rdma_cm_id* id, const char** why) noexcept {
 
 int Conn::on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept {
   std::lock_guard lock(progress_lock_);
+  // The id is ours from here, also when we refuse it (the Cm rejects it then): we destroy
+  // it with our resources. The Cm cannot while it handles the request's event (destroying
+  // an id waits for its events to be acknowledged).
+  id_ = id;
   if (state() != State::connecting) {  // moved to TCP before the request came: refused
     *why = "the connection moved to TCP";
     return -ECANCELED;
   }
-  id_ = id;
   if (int rc = create_qp(id, why); rc != 0) return rc;
   AcceptData reply{};
   reply.magic = htons(kWireMagic);
