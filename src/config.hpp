@@ -51,12 +51,11 @@ struct ParseError {
 };
 
 // FASTSOCK_SHM_RING_MAX: a power of two between one page and the shm protocol's bound
-// (shm_layout.hpp's kMinWindow and kMaxWindowLimit, checked where the link uses it). The
-// default is Linux's default maximum TCP send buffer (net.ipv4.tcp_wmem), so that a program
-// finds about as much room ahead of its reader as on kernel TCP (docs/configuration.md).
+// (shm_layout.hpp's kMinWindow and kMaxWindowLimit, checked where the link uses it); the
+// default is the one the shm figures were measured with (docs/configuration.md).
 inline constexpr uint32_t kMinShmRingMax = 4u << 10;
 inline constexpr uint32_t kMaxShmRingMax = 64u << 20;
-inline constexpr uint32_t kDefaultShmRingMax = 4u << 20;
+inline constexpr uint32_t kDefaultShmRingMax = 1u << 20;
 
 struct Config {
   // The failover chain in order of preference; tcp is always present and always last.

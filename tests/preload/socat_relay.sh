@@ -17,12 +17,13 @@ relay() {  # relay plain|preload
   local tag=$1 wrap=without_fastsock echo_port relay_port got
   [[ $tag == preload ]] && wrap=under_fastsock
   echo_port=$(free_port)
-  # The echo server loops the bytes through a pipe of its own, in one thread, with its
-  # default 8 KiB blocks: it can block forever writing into that pipe while its socket is
-  # not writable (socat's own deadlock), so it needs the socket to take what the client has
-  # not read yet. Kernel TCP's send buffer grows to 4 MiB; so does an shm ring
-  # (FASTSOCK_SHM_RING_MAX): with rings capped at 1 MiB this deadlocked in 2 of 5 runs.
-  start_bg "$tag-echo" 60 $wrap socat -t 30 "TCP-LISTEN:$echo_port,bind=127.0.0.1,reuseaddr" PIPE
+  # The echo server loops the bytes through a pipe of its own, in one thread: with blocks
+  # larger than a pipe page it can block forever writing into that pipe while the socket is
+  # momentarily not writable (socat's own deadlock; kernel TCP's multi-megabyte send buffer
+  # rarely lets it happen, an shm ring can: it grows only while its reader reads, even with
+  # FASTSOCK_SHM_RING_MAX=4M this hung under ASan). 4 KiB blocks (-b 4096, PIPE_BUF) always
+  # fit once select() says the pipe is writable.
+  start_bg "$tag-echo" 60 $wrap socat -b 4096 -t 30 "TCP-LISTEN:$echo_port,bind=127.0.0.1,reuseaddr" PIPE
   wait_for_port "$echo_port" 15 "$BG_PID"
   relay_port=$(free_port)
   while [[ $relay_port -eq $echo_port ]]; do relay_port=$(free_port); done

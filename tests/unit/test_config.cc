@@ -430,7 +430,7 @@ TEST_CASE("config_from: defaults when nothing is set", "[config][env]") {
   CHECK(c.log_level == LogLevel::warn);
   CHECK(c.log_file.empty());
   CHECK(c.spin_us == 50);
-  CHECK(c.shm_ring_max == 4u << 20);
+  CHECK(c.shm_ring_max == 1u << 20);
   CHECK(c.stats_enabled);
   CHECK_FALSE(c.zerocopy);
   CHECK(c.fd_budget);
