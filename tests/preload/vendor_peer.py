@@ -15,7 +15,7 @@
 #   c2s_closed   c2s, the server closing its listening socket right after accept (as
 #                fastsock-pipe does), before the client's library connect can have come
 import os, select, socket, sys, threading, time
-from pattern_stream import PATTERN, expected, receive
+from pattern_stream import PATTERN, expected, receive, recv_exact
 
 MB = 1 << 20
 role, mode = sys.argv[1], sys.argv[-1]
@@ -27,16 +27,6 @@ def send_pattern(s, total, offset=0):
         s.sendall(chunk)
         offset += len(chunk)
         total -= len(chunk)
-
-
-def recv_exact(s, n):
-    b = b""
-    while len(b) < n:
-        more = s.recv(n - len(b))
-        if not more:
-            raise SystemExit(f"short read: {len(b)} of {n}")
-        b += more
-    return b
 
 
 if role == "server":

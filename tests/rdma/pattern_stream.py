@@ -1,6 +1,6 @@
 # The byte stream the rdma fault tests (kill.sh, link_delete.sh) send and check: the
 # sequence 0, 1, ..., 250 repeated, so that any byte lost, duplicated or reordered shows;
-# and the peers' common parts (the accepting server, an echo loop).
+# and the peers' common parts (the accepting server, an echo loop, exact reads).
 import os
 import socket
 
@@ -11,6 +11,17 @@ def expected(offset, n):
     """The n bytes of the stream from `offset` on."""
     start = offset % 251
     return (PATTERN[start:] + PATTERN * (n // len(PATTERN) + 1))[:n]
+
+
+def recv_exact(s, n):
+    """The next n bytes of the connection; exits the peer if it ends first."""
+    got = b""
+    while len(got) < n:
+        more = s.recv(n - len(got))
+        if not more:
+            raise SystemExit(f"end of stream after {len(got)} of {n} bytes")
+        got += more
+    return got
 
 
 def stream_until(s, stop):

@@ -23,16 +23,7 @@ conns=50 bulk=$((192 << 10))
 cat >"$work/peer.py" <<'EOF'
 # peer.py server ADDR CONNS BULK | client ADDR PORT CONNS BULK LOG: see pool.sh.
 import socket, sys, time
-from pattern_stream import expected
-
-def recv_exact(s, n):
-    got = b""
-    while len(got) < n:
-        b = s.recv(n - len(got))
-        if not b:
-            raise SystemExit(f"end of stream after {len(got)} of {n} bytes")
-        got += b
-    return got
+from pattern_stream import expected, recv_exact
 
 role, addr = sys.argv[1], sys.argv[2]
 if role == "server":
