@@ -635,6 +635,28 @@ bool write_text(const char* path, const std::string& text) {
   return ok;
 }
 
+// Whether `addr` becomes usable within 5 s (polled every millisecond): a route leads to it
+// and it is the source address towards itself.
+bool wait_until_usable(const in6_addr& addr) {
+  sockaddr_in6 to{};
+  to.sin6_family = AF_INET6;
+  to.sin6_addr = addr;
+  to.sin6_port = htons(9);
+  for (int tries = 0; tries < 5000; ++tries) {
+    const int s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return false;
+    sockaddr_in6 from{};
+    socklen_t from_len = sizeof from;
+    const bool usable = connect(s, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0 &&
+                        getsockname(s, reinterpret_cast<sockaddr*>(&from), &from_len) == 0 &&
+                        memcmp(&from.sin6_addr, &addr, sizeof addr) == 0;
+    close(s);
+    if (usable) return true;
+    usleep(1000);
+  }
+  return false;
+}
+
 // This (child) process in a network namespace of its own (a user namespace too when a
 // plain one is not permitted): lo up, 10.123.0.1/32 and, if `v6` is not null and it works,
 // fd00:123::1/128 on it (*v6 says whether). 0, or 77 when no namespace can be made, or the
@@ -676,6 +698,10 @@ int own_netns_with_addresses(bool* v6) {
     const int s6 = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     *v6 = s6 >= 0 && r.ifindex > 0 && ioctl(s6, SIOCSIFADDR, &r) == 0;
     if (s6 >= 0) close(s6);
+    // The address is tentative until the kernel's duplicate address detection work has run
+    // (asynchronously, even on lo): until then no route leads to it and it is no source
+    // address, so a dial would rightly find it not local. Wait for it to become usable.
+    if (*v6 && !wait_until_usable(r.addr)) return 24;
   }
   return 0;
 }
