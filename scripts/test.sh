@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README.md, .ci/run): installs dependencies, builds twice — a normal
-# build and an ASan+UBSan build — and runs every test suite in both (the rdma suite, which
-# boots a VM per test, in the normal build only).
+# build and an ASan+UBSan build — and runs every test suite in both (the fuzz and bench
+# suites in the normal build only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -23,5 +23,8 @@ echo "== tests under sanitizers: unit, preload"
 # their own ASAN_OPTIONS; the unit tests keep leak detection on.
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   meson test -C build-san --print-errorlogs --suite unit --suite preload --suite api
+echo "== tests under sanitizers: rdma (the verbs code under ASan, in the Soft-RoCE VM)"
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  meson test -C build-san --print-errorlogs --suite rdma
 
 echo "== all tests passed"

@@ -16,6 +16,14 @@ rdma_test() {
   fi
 }
 
+# require_library: FASTSOCK_LIB must be the library; sets PRELOAD, the LD_PRELOAD value for
+# the programs run under it (in a sanitizer build the ASan runtime, FASTSOCK_PRELOAD_PREFIX,
+# must come first: tests/meson.build).
+require_library() {
+  [[ -f ${FASTSOCK_LIB:-} ]] || fail "FASTSOCK_LIB=${FASTSOCK_LIB:-} is not the library"
+  PRELOAD="${FASTSOCK_PRELOAD_PREFIX:+$FASTSOCK_PRELOAD_PREFIX }$FASTSOCK_LIB"
+}
+
 # server_port FILE [WHAT]: waits (up to 30 s: python starts slowly in the emulated VM, the
 # more so on a busy host) for a server to write its port as FILE's first line, sets PORT.
 server_port() {

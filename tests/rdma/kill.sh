@@ -11,7 +11,7 @@
 source "$(dirname "$0")/guest_lib.sh"
 rdma_test rdma_kill guest
 require_cmd python3
-[[ -f ${FASTSOCK_LIB:-} ]] || fail "FASTSOCK_LIB=${FASTSOCK_LIB:-} is not the library"
+require_library
 
 work=$(mktemp -d /tmp/fastsock-rdma-kill.XXXXXX)
 export FASTSOCK_TRANSPORTS=verbs,tcp FASTSOCK_LOG=debug
@@ -48,12 +48,12 @@ scenario() {
   local mode=$1 log=$work/$1.log port server client survivor victim out i start
   export FASTSOCK_LOG_FILE=$log
   # No `timeout` wrapper: the pid must be python's own, the process that is killed.
-  LD_PRELOAD=$FASTSOCK_LIB python3 "$work/peer.py" server "$SOFTROCE_ADDR" "$mode" \
+  LD_PRELOAD="$PRELOAD" python3 "$work/peer.py" server "$SOFTROCE_ADDR" "$mode" \
     >"$work/$mode-server.out" 2>&1 &
   server=$!
   server_port "$work/$mode-server.out" "$mode"
   port=$PORT
-  LD_PRELOAD=$FASTSOCK_LIB python3 "$work/peer.py" client "$SOFTROCE_ADDR" "$port" "$mode" \
+  LD_PRELOAD="$PRELOAD" python3 "$work/peer.py" client "$SOFTROCE_ADDR" "$port" "$mode" \
     >"$work/$mode-client.out" 2>&1 &
   client=$!
   pids="$server $client"

@@ -18,7 +18,7 @@ source "$(dirname "$0")/guest_lib.sh"
 rdma_test rdma_link_delete guest
 require_cmd python3
 require_cmd rdma
-[[ -f ${FASTSOCK_LIB:-} ]] || fail "FASTSOCK_LIB=${FASTSOCK_LIB:-} is not the library"
+require_library
 
 work=$(mktemp -d /tmp/fastsock-rdma-linkdel.XXXXXX)
 export FASTSOCK_TRANSPORTS=verbs,tcp FASTSOCK_LOG=debug
@@ -75,12 +75,12 @@ trap 'kill -9 $pids 2>/dev/null' EXIT
 scenario() {
   local mode=$1 log=$work/$1.log stop=$work/$1.stop port server client receiver sender i
   export FASTSOCK_LOG_FILE=$log
-  LD_PRELOAD=$FASTSOCK_LIB python3 "$work/peer.py" server "$SOFTROCE_ADDR" "$mode" "$stop" \
+  LD_PRELOAD="$PRELOAD" python3 "$work/peer.py" server "$SOFTROCE_ADDR" "$mode" "$stop" \
     >"$work/$mode-server.out" 2>&1 &
   server=$!
   server_port "$work/$mode-server.out" "$mode"
   port=$PORT
-  LD_PRELOAD=$FASTSOCK_LIB python3 "$work/peer.py" client "$SOFTROCE_ADDR" "$port" "$mode" "$stop" \
+  LD_PRELOAD="$PRELOAD" python3 "$work/peer.py" client "$SOFTROCE_ADDR" "$port" "$mode" "$stop" \
     >"$work/$mode-client.out" 2>&1 &
   client=$!
   pids="$server $client"

@@ -12,7 +12,7 @@
 source "$(dirname "$0")/guest_lib.sh"
 rdma_test rdma_pool guest
 require_cmd python3
-[[ -f ${FASTSOCK_LIB:-} ]] || fail "FASTSOCK_LIB=${FASTSOCK_LIB:-} is not the library"
+require_library
 
 work=$(mktemp -d /tmp/fastsock-rdma-pool.XXXXXX)
 log=$work/fastsock.log
@@ -65,11 +65,11 @@ else:
     socks[0].sendall(b"e")
 EOF
 
-LD_PRELOAD=$FASTSOCK_LIB timeout 150 python3 "$work/peer.py" server "$SOFTROCE_ADDR" $conns $bulk \
+LD_PRELOAD="$PRELOAD" timeout 150 python3 "$work/peer.py" server "$SOFTROCE_ADDR" $conns $bulk \
   >"$work/server.out" 2>&1 &
 server=$!
 server_port "$work/server.out" server
-LD_PRELOAD=$FASTSOCK_LIB timeout 150 python3 "$work/peer.py" client "$SOFTROCE_ADDR" "$PORT" \
+LD_PRELOAD="$PRELOAD" timeout 150 python3 "$work/peer.py" client "$SOFTROCE_ADDR" "$PORT" \
   $conns $bulk "$log" >"$work/client.out" 2>&1 ||
   fail "client exited with $? (a hang ends in timeout's 124): $(tail -3 "$work/client.out"; grep -i 'pool' "$log" | tail -5)"
 wait "$server" || fail "server exited with $?: $(tail -3 "$work/server.out")"

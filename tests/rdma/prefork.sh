@@ -8,7 +8,7 @@
 source "$(dirname "$0")/guest_lib.sh"
 rdma_test rdma_prefork guest
 require_cmd python3
-[[ -f ${FASTSOCK_LIB:-} ]] || fail "FASTSOCK_LIB=${FASTSOCK_LIB:-} is not the library"
+require_library
 
 work=$(mktemp -d /tmp/fastsock-rdma-prefork.XXXXXX)
 log=$work/fastsock.log
@@ -53,12 +53,12 @@ t.join()
 print(len(got), hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest())
 EOF
 
-LD_PRELOAD=$FASTSOCK_LIB timeout 60 python3 "$work/server.py" "$SOFTROCE_ADDR" >"$work/server.out" 2>&1 &
+LD_PRELOAD="$PRELOAD" timeout 60 python3 "$work/server.py" "$SOFTROCE_ADDR" >"$work/server.out" 2>&1 &
 server=$!
 server_port "$work/server.out"
 port=$PORT
 start=$SECONDS
-out=$(LD_PRELOAD=$FASTSOCK_LIB timeout 60 python3 "$work/client.py" "$SOFTROCE_ADDR" "$port" 2>&1) ||
+out=$(LD_PRELOAD="$PRELOAD" timeout 60 python3 "$work/client.py" "$SOFTROCE_ADDR" "$port" 2>&1) ||
   fail "the client failed: $out"
 [[ $out == "1048576 True" ]] || fail "the client got back: $out (want 1048576 bytes, intact)"
 wait "$server" || fail "the server failed: $(cat "$work/server.out")"

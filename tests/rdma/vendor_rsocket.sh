@@ -19,7 +19,7 @@
 source "$(dirname "$0")/guest_lib.sh"
 rdma_test rdma_vendor_rsocket guest
 require_cmd NPtcp iperf3 python3
-[[ -f ${FASTSOCK_LIB:-} ]] || fail "FASTSOCK_LIB=${FASTSOCK_LIB:-} is not the library"
+require_library
 [[ -x ${PROGS_DIR:-}/epoll_echo_server ]] || fail "PROGS_DIR=${PROGS_DIR:-} has no test programs"
 
 work=$(mktemp -d /tmp/fastsock-rdma-vendor.XXXXXX)
@@ -40,11 +40,11 @@ carried() {
 }
 
 # NPtcp, integrity mode.
-(cd "$work" && exec env LD_PRELOAD="$FASTSOCK_LIB" timeout 240 NPtcp -P 22100 -i -u 4194304 -n 3) \
+(cd "$work" && exec env LD_PRELOAD="$PRELOAD" timeout 240 NPtcp -P 22100 -i -u 4194304 -n 3) \
   >"$work/np-rx.out" 2>&1 &
 rx=$!
 sleep 1
-(cd "$work" && exec env LD_PRELOAD="$FASTSOCK_LIB" timeout 240 NPtcp -h "$SOFTROCE_ADDR" -P 22100 \
+(cd "$work" && exec env LD_PRELOAD="$PRELOAD" timeout 240 NPtcp -h "$SOFTROCE_ADDR" -P 22100 \
   -i -u 4194304 -n 3 -o "$work/np.out") >"$work/np-tx.out" 2>&1 &
 tx=$!
 wait "$tx" || fail "NPtcp transmitter exited with $?: $(tail -3 "$work/np-tx.out")"
@@ -60,10 +60,10 @@ note "NPtcp: $passed sizes passed the integrity check, both ends carried by rsoc
 
 # iperf3: a control connection and a data connection, both through rsocket.
 : >"$log"
-env LD_PRELOAD="$FASTSOCK_LIB" timeout 60 iperf3 -s -1 -p 22101 >"$work/iperf-rx.out" 2>&1 &
+env LD_PRELOAD="$PRELOAD" timeout 60 iperf3 -s -1 -p 22101 >"$work/iperf-rx.out" 2>&1 &
 rx=$!
 sleep 1
-env LD_PRELOAD="$FASTSOCK_LIB" timeout 60 iperf3 -c "$SOFTROCE_ADDR" -p 22101 -t 3 --json \
+env LD_PRELOAD="$PRELOAD" timeout 60 iperf3 -c "$SOFTROCE_ADDR" -p 22101 -t 3 --json \
   >"$work/iperf-tx.json" 2>"$work/iperf-tx.err" &
 tx=$!
 wait "$tx" || fail "iperf3 client exited with $?: $(tail -3 "$work/iperf-tx.err")"
@@ -83,13 +83,13 @@ note "iperf3: $received bytes in 3 s, control and data connections carried by rs
 for mode in lt et; do
   : >"$log"
   rm -f "$work/port"
-  env LD_PRELOAD="$FASTSOCK_LIB" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp timeout 120 \
+  env LD_PRELOAD="$PRELOAD" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp timeout 120 \
     "$PROGS_DIR/epoll_echo_server" --mode $mode --conns 3 --port-file "$work/port" \
     >"$work/echo-server.out" 2>&1 &
   rx=$!
   for ((i = 0; i < 100; i++)); do [[ -s $work/port ]] && break; sleep 0.1; done
   [[ -s $work/port ]] || fail "epoll echo server ($mode) wrote no port: $(tail -3 "$work/echo-server.out")"
-  env LD_PRELOAD="$FASTSOCK_LIB" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp timeout 120 \
+  env LD_PRELOAD="$PRELOAD" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp timeout 120 \
     "$PROGS_DIR/epoll_echo_client" --mode $mode --port "$(cat "$work/port")" --clients 3 \
     --bytes 8000000 >"$work/echo-client.out" 2>&1 ||
     fail "epoll echo client ($mode) exited with $?: $(tail -3 "$work/echo-client.out")"
@@ -108,11 +108,11 @@ for chain in verbs,vendor,tcp shm,verbs,vendor,tcp; do
   : >"$log"
   want=${chain%%,*} host=$SOFTROCE_ADDR
   [[ $want == shm ]] && host=127.0.0.1
-  (cd "$work" && exec env LD_PRELOAD="$FASTSOCK_LIB" FASTSOCK_TRANSPORTS=$chain timeout 60 \
+  (cd "$work" && exec env LD_PRELOAD="$PRELOAD" FASTSOCK_TRANSPORTS=$chain timeout 60 \
     NPtcp -P 22102 -u 1024 -n 3) >"$work/chain-rx.out" 2>&1 &
   rx=$!
   sleep 1
-  (cd "$work" && exec env LD_PRELOAD="$FASTSOCK_LIB" FASTSOCK_TRANSPORTS=$chain timeout 60 \
+  (cd "$work" && exec env LD_PRELOAD="$PRELOAD" FASTSOCK_TRANSPORTS=$chain timeout 60 \
     NPtcp -h "$host" -P 22102 -u 1024 -n 3 -o "$work/chain.out") >"$work/chain-tx.out" 2>&1 ||
     fail "NPtcp ($chain) exited with $?: $(tail -3 "$work/chain-tx.out")"
   wait "$rx" || fail "NPtcp receiver ($chain) exited with $?"

@@ -279,14 +279,9 @@ rdma_cm_id* Cm::dispatch(rdma_cm_event* event) noexcept {
     const char* failure = nullptr;
     switch (event->event) {
       case RDMA_CM_EVENT_CONNECT_REQUEST:
-        on_connect_request(id, event->param.conn.private_data,
-                           event->param.conn.private_data_len);
-        if (!id->context) {
-          // Rejected or parked: a parked id is in parked_; otherwise it goes.
-          bool parked = false;
-          for (const Parked& p : parked_) parked |= p.id == id;
-          if (!parked) destroy_after_ack = id;
-        }
+        if (!on_connect_request(id, event->param.conn.private_data,
+                                event->param.conn.private_data_len))
+          destroy_after_ack = id;  // rejected, and nobody holds it
         break;
       case RDMA_CM_EVENT_ADDR_RESOLVED:
         if (client && lib_->rdma_resolve_route(id, kResolveMs) != 0) failure = "route resolution failed";
@@ -373,38 +368,46 @@ void Cm::forget_listener(Listener* l) noexcept {
   }
 }
 
-void Cm::on_connect_request(rdma_cm_id* id, const void* raw, uint8_t len) noexcept {
+bool Cm::on_connect_request(rdma_cm_id* id, const void* raw, uint8_t len) noexcept {
   ConnectData data;
   if (!raw || len < sizeof data) {
     (void)lib_->rdma_reject(id, nullptr, 0);
-    return;
+    return false;
   }
   memcpy(&data, raw, sizeof data);
   if (ntohs(data.magic) != kWireMagic || data.version != kWireVersion ||
       (data.family != AF_INET && data.family != AF_INET6)) {
     (void)lib_->rdma_reject(id, nullptr, 0);
-    return;
+    return false;
   }
   const TcpKey key = key_of(data);
   for (size_t i = 0; i < waiting_.size(); ++i) {
     if (!same(waiting_[i].key, key)) continue;
     CmClient* client = waiting_[i].client;
     waiting_.erase(waiting_.begin() + long(i));
-    id->context = client;
-    const char* why = "";
-    if (client->on_request(id, data, &why) != 0) {
-      id->context = nullptr;
-      client->on_failed(why);
-      (void)lib_->rdma_reject(id, nullptr, 0);
-    }
-    return;
+    offer(client, id, data);
+    return true;
   }
   // The TCP connection is not accepted yet: kept until it is (add_acceptor).
   try {
     parked_.push_back(Parked{key, id, data, now_ns()});
   } catch (...) {
     (void)lib_->rdma_reject(id, nullptr, 0);
+    return false;
   }
+  return true;
+}
+
+void Cm::offer(CmClient* client, rdma_cm_id* id, const ConnectData& data) noexcept {
+  id->context = client;
+  const char* why = "";
+  if (client->on_request(id, data, &why) == 0) return;
+  // Refused: the client owns the id all the same and destroys it when it goes. Destroying
+  // it here too freed librdmacm's memory twice, which crashed redis-server (rdma_redis)
+  // in unrelated places later. Its further events go to nobody.
+  id->context = nullptr;
+  client->on_failed(why);
+  (void)lib_->rdma_reject(id, nullptr, 0);
 }
 
 void Cm::expire_parked() noexcept {
@@ -581,17 +584,9 @@ int Cm::connect(CmClient* client, const stats::Endpoint& dst, rdma_cm_id** id_ou
 void Cm::add_acceptor(CmClient* client, const TcpKey& key) noexcept {
   for (size_t i = 0; i < parked_.size(); ++i) {
     if (!same(parked_[i].key, key)) continue;
-    Parked p = parked_[i];
+    const Parked p = parked_[i];
     parked_.erase(parked_.begin() + long(i));
-    p.id->context = client;
-    const char* why = "";
-    if (client->on_request(p.id, p.data, &why) != 0) {
-      // The client owns the id now and destroys it when it goes (destroying it here too
-      // freed it twice: a refused queue pair crashed redis-server later, in rdma_redis).
-      p.id->context = nullptr;
-      client->on_failed(why);
-      (void)lib_->rdma_reject(p.id, nullptr, 0);
-    }
+    offer(client, p.id, p.data);
     return;
   }
   try {

@@ -131,7 +131,12 @@ class Cm {
   void run() noexcept;
   // Under lock_: handles one event; returns an id to destroy once the event is acknowledged.
   rdma_cm_id* dispatch(rdma_cm_event* event) noexcept;
-  void on_connect_request(rdma_cm_id* id, const void* data, uint8_t len) noexcept;
+  // Under lock_: false when the request was rejected and nobody holds its id (the caller
+  // destroys it then); a parked id, or one offered to a connection, is kept.
+  bool on_connect_request(rdma_cm_id* id, const void* data, uint8_t len) noexcept;
+  // Under lock_: hands a connect request to the connection it belongs to, which owns the
+  // id from then on, whether it accepts or refuses.
+  void offer(CmClient* client, rdma_cm_id* id, const ConnectData& data) noexcept;
   void expire_parked() noexcept;
   // Under lock_: an RDMA device is going away; `id` is one of ours on it. Returns an id
   // to destroy once the event is acknowledged.
