@@ -22,6 +22,7 @@
 #include "shm_process.hpp"
 #include "shm_sys.hpp"
 #include "signal_restart.hpp"
+#include "transport.hpp"
 
 namespace fastsock::shm {
 
@@ -67,6 +68,7 @@ int iov_window(const iovec* iov, int iovcnt, size_t skip, size_t max, iovec* out
 }  // namespace
 
 Conn::~Conn() {
+  end_room_wait();
   std::free(leftover_);
   if (slot_) {
     // The segment and both eventfds are the pool's: the slot goes back (or leaves the
@@ -757,6 +759,7 @@ void Conn::downgrade(int fd, const char* why) {
 }
 
 void Conn::move_tx_to_tcp(int fd) {
+  end_room_wait();
   if (!tx_switched_) {
     tx_control_.set_switch_offset(tcp_sent_);
     tx_switched_ = true;
@@ -887,20 +890,59 @@ short Conn::poll_now(int fd, short events) {
     }
   }
   if (events & POLLOUT) {
-    if (phase_ == Phase::awaiting_peer || tx_tcp_) {
+    const bool on_tcp = phase_ == Phase::awaiting_peer || tx_tcp_;
+    // Writable once half the window is free: a program that writes what it read in
+    // buffers of half a window (socat: 8 KiB, the default 16 KiB window) then does not
+    // block after poll said writable (TCP's far larger buffer hides the difference).
+    const bool room = !on_tcp && (write_shut_ || tx_.read_closed() || tx_.half_free());
+    if (room && !resending_) {
+      end_room_wait();
+      rev |= POLLOUT;
+    } else if (on_tcp || (!room && !resending_ && reader_stalled(fd))) {
+      // The kernel's buffer takes this direction's bytes (after a stall, from now on).
       pollfd p{fd, POLLOUT, 0};
       if (real().poll(&p, 1, 0) > 0) rev |= short(p.revents & (POLLOUT | POLLERR | POLLHUP));
-    } else if (!resending_ && (write_shut_ || tx_.read_closed() ||
-                               tx_.half_free())) {
-      // Writable once half the window is free: a program that writes what it read in
-      // buffers of half a window (socat: 8 KiB, the default 16 KiB window) then does not
-      // block after poll said writable (TCP's far larger buffer hides the difference).
-      rev |= POLLOUT;
     } else if (!resending_ && dead_peer(fd)) {
       rev |= POLLOUT | POLLERR;  // as the kernel reports a reset socket: a write fails now
     }
   }
   return short(rev & (events | POLLERR | POLLHUP));
+}
+
+bool Conn::reader_stalled(int fd) {
+  std::unique_lock lock(send_lock_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // a send is under way: it applies the rule itself
+  // A blocking send asleep in a handoff (the lock released) owns the stream's next bytes.
+  if (phase_ != Phase::active || tx_tcp_ || handoff_out_.outstanding()) return false;
+  (void)tx_.writable();  // validates the consumer's head
+  if (tx_.corrupt()) return false;  // the next send reports it
+  const uint64_t head = tx_.head_seen();
+  const int64_t now = now_ns();
+  const int64_t since = room_wait_since_.load(std::memory_order_relaxed);
+  if (since == 0 || head != room_wait_head_) {
+    // The clock (re)starts: the first look, or the reader took bytes since the last.
+    if (room_wait_since_.exchange(now) == 0)
+      Transport::timed_waits.fetch_add(1, std::memory_order_relaxed);
+    room_wait_head_ = head;
+    return false;
+  }
+  if (now < since + kStalledRingNs) return false;
+  LOG_DEBUG("fd=%d: the reader took nothing from the ring for 250 ms while this end waited "
+            "for room in poll/epoll: this direction continues on TCP", fd);
+  move_tx_to_tcp(fd);
+  if (rx_tcp_) fall_back("the reader took nothing from the full ring for 250 ms");
+  return true;
+}
+
+void Conn::end_room_wait() {
+  if (room_wait_since_.load(std::memory_order_relaxed) != 0 && room_wait_since_.exchange(0) != 0)
+    Transport::timed_waits.fetch_sub(1, std::memory_order_relaxed);
+}
+
+int64_t Conn::recheck_at(short events) const {
+  const int64_t since = room_wait_since_.load(std::memory_order_relaxed);
+  if (!(events & POLLOUT) || since == 0 || phase_ != Phase::active || tx_tcp_) return 0;
+  return since + kStalledRingNs;
 }
 
 int Conn::wait_fds(int fd, short events, pollfd* out) {

@@ -82,6 +82,9 @@ class Conn {
   long bytes_readable(int fd);
   short poll_now(int fd, short events);
   int wait_fds(int fd, short events, pollfd* out);
+  // Transport::recheck_at: while a poll or epoll wait for POLLOUT watches a ring without
+  // room, when poll_now would move the direction to TCP if the reader still takes nothing.
+  int64_t recheck_at(short events) const;
   // The scheduling hint of Notifier::peer_on_my_cpu (false unless on shm).
   bool peer_on_my_cpu() { return phase_ == Phase::active && notifier_.peer_on_my_cpu(); }
   void after_wait();
@@ -153,6 +156,11 @@ class Conn {
   // The peer left the ring before this end's downgrade: its last ring bytes move into
   // leftover_, served after the peer's pre-switch TCP bytes and before the rest of TCP.
   void keep_ring_leftover();
+  // poll_now for POLLOUT with the ring short of room: the stalled-ring rule of send() for a
+  // program that waits in poll/epoll instead. True when the reader took nothing for
+  // kStalledRingNs and this direction moved to TCP.
+  bool reader_stalled(int fd);
+  void end_room_wait();
   // recv() for a connection on TCP that may still have leftover bytes.
   ssize_t recv_tcp(int fd, const iovec* iov, int iovcnt, int flags);
   bool dead_peer(int fd);
@@ -211,6 +219,11 @@ class Conn {
   // TCP, since it cannot wake the acceptor.
   bool peer_bell_missing_ = false;
   bool exec_held_ = false;  // exec_handover holds both locks
+  // A poll/epoll wait for room (reader_stalled): since when the ring has had no room while
+  // its reader's head stood at room_wait_head_; 0 when no such wait is under way. Written
+  // under the send lock.
+  std::atomic<int64_t> room_wait_since_{0};
+  uint64_t room_wait_head_ = 0;
   uint8_t expect_type_ = 0;
   uint64_t expect_end_ = 0;
   // Whether the typed marks disagree with expect_type_ over the next `want` bytes.

@@ -83,6 +83,9 @@ class RingProducer {
     const size_t free_bytes = writable();
     return !corrupt_ && free_bytes * 2 >= capacity(head_seen_);
   }
+  // The consumer's head as the last writable() or half_free() validated it: whether the
+  // consumer takes bytes at all.
+  uint64_t head_seen() const { return head_seen_; }
   // Ring bytes written so far (the private tail).
   uint64_t written() const { return tail_; }
   // The ring bytes from `counter` (one of the last window() written) on, as far as they are

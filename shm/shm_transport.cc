@@ -169,6 +169,9 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
   }
 
   bool peer_shares_cpu(Socket& s) noexcept override { return conn(s).peer_on_my_cpu(); }
+  int64_t recheck_at(Socket& s, short events) noexcept override {
+    return conn(s).recheck_at(events);
+  }
   int typed(Socket& s, bool begin, bool sending, int type, uint64_t bytes) noexcept override {
     if (!s.link_state || type <= 0 || type > 255) return 0;
     return conn(s).typed(begin, sending, uint8_t(type), bytes);

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "cancel_point.hpp"
 #include "fd_table.hpp"
 #include "internal_fds.hpp"
+#include "link_io.hpp"
 #include "process.hpp"
 #include "ptr_set.hpp"
 #include "real.hpp"
@@ -125,6 +127,12 @@ uint32_t readiness(Registration& r) {
   return now & ((r.events & kStateEvents) | EPOLLERR | EPOLLHUP);
 }
 
+// Transport::recheck_at for what the registration asks.
+int64_t recheck_at(Registration& r) {
+  Socket& s = *r.socket;
+  return s.link->recheck_at(s, short(r.events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)));
+}
+
 void push_ready(Registration& r) {
   if (r.on_ready_list) return;
   r.on_ready_list = true;
@@ -237,6 +245,35 @@ long add(EpollSet& set, Socket& s, int fd, const epoll_event& ev) {
   return 0;
 }
 
+// The earliest time a connection of the set may become ready without a wake descriptor
+// firing (Transport::recheck_at), or -1. The walk covers the whole set, so it happens only
+// while some connection of the process may answer (Transport::timed_waits): rarely.
+int64_t earliest_recheck(int epfd) {
+  if (Transport::timed_waits.load(std::memory_order_relaxed) <= 0) return -1;
+  std::lock_guard lock(g_lock);
+  EpollSet* set = find_set(epfd);
+  int64_t at = -1;
+  for (Registration* r = set ? set->all : nullptr; r; r = r->next_in_set) {
+    const int64_t t = r->disabled ? 0 : recheck_at(*r);
+    if (t > 0 && (at < 0 || t < at)) at = t;
+  }
+  return at;
+}
+
+// Woken for such a time: the connections whose time has come go on the ready list, whose
+// walk asks them again.
+void list_rechecks_due(int epfd) {
+  std::lock_guard lock(g_lock);
+  EpollSet* set = find_set(epfd);
+  if (!set) return;
+  const int64_t now = link_io::now_ns();
+  for (Registration* r = set->all; r; r = r->next_in_set) {
+    const int64_t t = r->disabled ? 0 : recheck_at(*r);
+    if (t > 0 && t <= now) push_ready(*r);
+  }
+  update_bell(*set);
+}
+
 }  // namespace
 
 bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
@@ -335,19 +372,32 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
     // The kernel's events: wait only if nothing is ready yet.
     timespec left{0, 0};
     const timespec* wait_for = &left;
+    bool for_recheck = false;  // the wait ends early for Transport::recheck_at
     if (n == 0) {
-      if (!timeout) {
-        wait_for = nullptr;
-      } else {
-        timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        const int64_t spent = (now.tv_sec - start.tv_sec) * 1'000'000'000 + (now.tv_nsec - start.tv_nsec);
+      const int64_t now = link_io::now_ns();
+      int64_t rest = -1;  // forever
+      if (timeout) {
+        const int64_t spent = now - (int64_t(start.tv_sec) * 1'000'000'000 + start.tv_nsec);
         const int64_t total = timeout->tv_sec * 1'000'000'000 + timeout->tv_nsec;
-        const int64_t rest = total > spent ? total - spent : 0;
-        left = timespec{time_t(rest / 1'000'000'000), long(rest % 1'000'000'000)};
+        rest = total > spent ? total - spent : 0;
       }
+      if (const int64_t recheck = earliest_recheck(epfd); recheck >= 0) {
+        const int64_t in = std::max<int64_t>(recheck - now, 1'000'000);
+        if (rest < 0 || in < rest) {
+          rest = in;
+          for_recheck = true;
+        }
+      }
+      if (rest < 0)
+        wait_for = nullptr;
+      else
+        left = timespec{time_t(rest / 1'000'000'000), long(rest % 1'000'000'000)};
     }
     const int k = real().epoll_pwait2(epfd, out + n, max - n, wait_for, mask);
+    if (k == 0 && for_recheck) {
+      list_rechecks_due(epfd);
+      continue;
+    }
     if (k < 0) {
       if (n > 0) { *rc = n; return true; }
       *rc = -errno;

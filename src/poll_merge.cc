@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "cancel_point.hpp"
 #include "config_load.hpp"
 #include "fd_table.hpp"
+#include "link_io.hpp"
 #include "real.hpp"
 #include "transport.hpp"
 #include "user_io.hpp"
@@ -37,11 +39,7 @@ struct Scratch {
   }
 };
 
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using link_io::now_ns;
 
 // Asks every user-link entry for its readiness now; returns how many have events.
 int user_readiness(pollfd* fds, nfds_t n, Socket* const* users) {
@@ -54,6 +52,19 @@ int user_readiness(pollfd* fds, nfds_t n, Socket* const* users) {
     if (fds[i].revents) ++ready;
   }
   return ready;
+}
+
+// The earliest time a link's answer may change without a wake descriptor firing
+// (Transport::recheck_at), not before 1 ms from now, or `deadline` if that comes first (-1:
+// neither).
+int64_t wake_at(const pollfd* fds, nfds_t n, Socket* const* users, int64_t deadline) {
+  int64_t at = deadline;
+  for (nfds_t i = 0; i < n; ++i) {
+    if (!users[i]) continue;
+    const int64_t t = users[i]->link->recheck_at(*users[i], fds[i].events);
+    if (t > 0 && (at < 0 || t < at)) at = std::max(t, now_ns() + 1'000'000);
+  }
+  return at;
 }
 
 // The kernel's answer for the set's own (non-user) entries, copied back.
@@ -129,12 +140,13 @@ long poll_merged(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t*
         total += nfds_t(users[i]->link->wait_fds(*users[i], fds[i].fd, fds[i].events, k + total));
     ready = user_readiness(fds, n, users);
     if (ready == 0) {
+      const int64_t until = wake_at(fds, n, users, deadline);
       timespec left;
-      if (deadline >= 0) {
-        const int64_t ns = std::max<int64_t>(deadline - now_ns(), 0);
+      if (until >= 0) {
+        const int64_t ns = std::max<int64_t>(until - now_ns(), 0);
         left = timespec{time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
       }
-      kernel_ready = real().ppoll(k, total, deadline >= 0 ? &left : nullptr, mask);
+      kernel_ready = real().ppoll(k, total, until >= 0 ? &left : nullptr, mask);
     }
     const int err = errno;
     for (nfds_t i = 0; i < n; ++i)

@@ -11,8 +11,10 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <new>
 
@@ -86,6 +88,16 @@ class Transport {
   static constexpr int kMaxWaitFds = 3;
   virtual int wait_fds(Socket& s, int fd, short events, struct pollfd* out) noexcept = 0;
   virtual void disarm(Socket& s) noexcept = 0;
+  // When poll_now's answer for `events` may change with no wake descriptor firing
+  // (CLOCK_MONOTONIC ns, 0: not expected): a sleeping poll or epoll wait wakes by then and
+  // asks again. shm: a wait for room in a ring whose reader has stopped taking bytes, which
+  // moves to TCP after a while (the stalled-ring rule). `timed_waits` counts connections
+  // that may answer non-zero, so that epoll looks only while there are any.
+  virtual int64_t recheck_at(Socket& s, short events) noexcept {
+    (void)s, (void)events;
+    return 0;
+  }
+  static inline std::atomic<int> timed_waits{0};
   // Whether the peer last waited on the CPU this thread runs on: a poll() that would spin
   // on such a connection yields the CPU instead (the peer cannot answer while it spins).
   virtual bool peer_shares_cpu(Socket& s) noexcept = 0;

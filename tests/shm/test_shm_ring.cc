@@ -31,6 +31,20 @@ std::vector<unsigned char> take(RingConsumer& c, size_t max, bool peek = false) 
   return v;
 }
 
+// Twenty rounds of writing up to 100 KB of the pattern and reading it back, continuing the
+// stream at byte `from`; every byte must come out in order. Returns the bytes sent.
+uint64_t stream(RingProducer& p, RingConsumer& c, uint64_t from) {
+  uint64_t sent = from, got = from;
+  for (int i = 0; i < 20; ++i) {
+    sent += put(p, pattern_bytes(sent, 100000));
+    auto v = take(c, 100000);
+    REQUIRE(v == pattern_bytes(got, v.size()));
+    got += v.size();
+  }
+  CHECK(sent == got);
+  return sent;
+}
+
 }  // namespace
 
 TEST_CASE("bytes cross the ring in order through many wrap-arounds") {
@@ -179,15 +193,8 @@ TEST_CASE("windows grow only for connections that stream, up to the maximum") {
     CHECK(p.writable() == 32768 - (21384 - 10000));
     CHECK(take(c, 40000) == pattern_bytes(10000, 11384));
     // Keep streaming: the window reaches the maximum and stays there.
-    uint64_t sent = 21384, got = 21384;
-    for (int i = 0; i < 20; ++i) {
-      sent += put(p, pattern_bytes(sent, 100000));
-      auto v = take(c, 100000);
-      REQUIRE(v == pattern_bytes(got, v.size()));
-      got += v.size();
-    }
+    stream(p, c, 21384);
     CHECK(p.window() == 65536);
-    CHECK(sent == got);
   }
 }
 
@@ -198,15 +205,8 @@ TEST_CASE("a producer's own cap bounds growth below the segment's maximum") {
   REQUIRE(seg.create(Limits{16384, 65536}).ok());
   RingProducer p(seg, 0, 32768);
   RingConsumer c(seg, 0);
-  uint64_t sent = 0, got = 0;
-  for (int i = 0; i < 20; ++i) {
-    sent += put(p, pattern_bytes(sent, 100000));
-    auto v = take(c, 100000);
-    REQUIRE(v == pattern_bytes(got, v.size()));
-    got += v.size();
-  }
+  const uint64_t sent = stream(p, c, 0);
   CHECK(p.window() == 32768);
-  CHECK(sent == got);
   CHECK(sent >= 20 * 16384);
 
   SECTION("a ring already larger than the cap (inherited over exec) stays valid, never grows") {
