@@ -428,7 +428,7 @@ bool Listener::handle_events(int n, const stats::Endpoint& want, int& found) noe
           if (errno == EINTR || errno == ECONNABORTED) continue;
           break;  // EAGAIN, or an error the next match() sees again
         }
-        if (admit(fd) && (found = find_hello(want)) >= 0) got = true;
+        if (admit(fd) && find_hello(want) >= 0) got = true;
       }
       continue;
     }
@@ -446,15 +446,23 @@ bool Listener::handle_events(int n, const stats::Endpoint& want, int& found) noe
       e.unwatched = true;
       continue;
     }
-    if (e.state == State::hello) {  // closed, or a message after the hello
-      drop(e, events_[k].events & (EPOLLHUP | EPOLLERR) ? &ListenerCounters::dropped_closed
-                                                        : &ListenerCounters::dropped_malformed);
+    if (e.state == State::hello) {
+      // Readable after its hello: closed, or a message after the hello. Unless the report
+      // is stale: a full table's sweep (admit, earlier in this batch) reads every readable
+      // channel, so it may have read this very hello after epoll_wait reported it.
+      pollfd p{e.fd, POLLIN, 0};
+      const timespec zero{0, 0};
+      if (real().ppoll(&p, 1, &zero, nullptr) != 1) continue;
+      drop(e, p.revents & (POLLHUP | POLLERR) ? &ListenerCounters::dropped_closed
+                                              : &ListenerCounters::dropped_malformed);
       continue;
     }
     read_channel(e);
   }
-  if (!got && (found = find_hello(want)) >= 0) got = true;
-  return got;
+  // Looked up once every event was handled: an entry found earlier in the batch could have
+  // been dropped by a later event.
+  found = find_hello(want);
+  return found >= 0;
 }
 
 // In a process forked after open() (workers of a pre-fork server accepting on an inherited

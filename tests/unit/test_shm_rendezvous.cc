@@ -715,6 +715,52 @@ TEST_CASE("more descriptors than a hello may carry are refused, none leaks") {
   CHECK(count_fds() == fds_before);
 }
 
+// The sweep that makes room in a full table reads every readable channel, so it can read
+// a hello whose readiness epoll had already reported in the batch being handled: that
+// report is stale, not "a message after the hello". Found under 1,000 connections at once
+// (preload_many_conns): the channel was dropped and its connection left on TCP.
+TEST_CASE("a hello read by the full table's sweep is not dropped by its own stale event") {
+  const Endpoint record = ep("127.0.0.1", 40145);
+  warm_dialer();
+  const int fds_before = count_fds();
+  {
+    Listener listener;
+    Listener::Options opt;
+    opt.table_capacity = 2;
+    const char* why = nullptr;
+    REQUIRE(listener.open(record, opt, &why) == 0);
+    const Endpoint a = ep("127.0.0.1", 52000), c = ep("127.0.0.1", 52002);
+    Dialer da, db, dc;
+    Reply reply;
+    PassedFds got;
+    // The table: dc's channel idle after a handshake, da's announced (intent read).
+    REQUIRE(dial(dc, record) == 0);
+    REQUIRE(dc.send_hello(c, nullptr, 0, &why) == 0);
+    MatchResult mc = listener.match(c, 0);
+    REQUIRE(mc.status == MatchStatus::matched);
+    REQUIRE(mc.handshake.reject("done", &why) == 0);
+    REQUIRE(dial(da, record) == 0);
+    CHECK(listener.match(ep("127.0.0.1", 1), 0).status == MatchStatus::not_fastsock);
+    CHECK(listener.pending() == 1);
+    // A new channel first (the record is reported first), then da's hello with a descriptor.
+    REQUIRE(dial(db, record) == 0);
+    const int bell = eventfd(0, EFD_CLOEXEC);
+    REQUIRE(da.send_hello(a, &bell, 1, &why) == 0);
+    close(bell);
+    MatchResult m = listener.match(a, 0);
+    INFO("not matched: " << (m.why ? m.why : "") << "; dropped as malformed: "
+                         << listener.counters().dropped_malformed);
+    REQUIRE(m.status == MatchStatus::matched);
+    CHECK(m.handshake.fds().count() == 1);
+    CHECK(m.handshake.reject("test", &why) == 0);
+    REQUIRE(readable(da.fd(), 1000));
+    CHECK(da.poll_reply(reply, got, &why) == ReplyStatus::rejected);
+    CHECK(listener.counters().dropped_malformed == 0);
+  }
+  forget_channels();
+  CHECK(count_fds() == fds_before);
+}
+
 TEST_CASE("the table is bounded: closed dialers go first, then the oldest") {
   const Endpoint record = ep("127.0.0.1", 40140);
   warm_dialer();
