@@ -62,7 +62,10 @@ int64_t wake_at(const pollfd* fds, nfds_t n, Socket* const* users, int64_t deadl
   for (nfds_t i = 0; i < n; ++i) {
     if (!users[i]) continue;
     const int64_t t = users[i]->link->recheck_at(*users[i], fds[i].events);
-    if (t > 0 && (at < 0 || t < at)) at = std::max(t, now_ns() + 1'000'000);
+    if (t <= 0) continue;
+    // Clamped before the comparison, so that the caller's own deadline is never overshot.
+    const int64_t when = std::max(t, now_ns() + 1'000'000);
+    if (at < 0 || when < at) at = when;
   }
   return at;
 }
