@@ -32,6 +32,18 @@ reason=$(transport_field vendor reason)
   fail "fastsock info: the rsocket profile is not usable here: $reason"
 note "fastsock info: vendor $reason"
 
+# listening PORT: waits (up to 30 s) until a server under the library logged its listen on
+# PORT. A fixed sleep was not enough under ASan in the VM: NPtcp's transmitter, retrying its
+# connect, got in before the receiver's links were ready and stayed off the first link.
+listening() {
+  local i
+  for ((i = 0; i < 300; i++)); do
+    grep -qE "debug: fd=[0-9]+ listen .*:$1\$" "$log" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "no server logged a listen on port $1 within 30 s"
+}
+
 # carried: "CONNECTIONS PROCESSES" that logged being carried by the rsocket profile (the
 # programs run under timeout, so their pids are not $!).
 carried() {
@@ -43,7 +55,7 @@ carried() {
 (cd "$work" && exec env LD_PRELOAD="$PRELOAD" timeout 240 NPtcp -P 22100 -i -u 4194304 -n 3) \
   >"$work/np-rx.out" 2>&1 &
 rx=$!
-sleep 1
+listening 22100
 (cd "$work" && exec env LD_PRELOAD="$PRELOAD" timeout 240 NPtcp -h "$SOFTROCE_ADDR" -P 22100 \
   -i -u 4194304 -n 3 -o "$work/np.out") >"$work/np-tx.out" 2>&1 &
 tx=$!
@@ -62,7 +74,7 @@ note "NPtcp: $passed sizes passed the integrity check, both ends carried by rsoc
 : >"$log"
 env LD_PRELOAD="$PRELOAD" timeout 60 iperf3 -s -1 -p 22101 >"$work/iperf-rx.out" 2>&1 &
 rx=$!
-sleep 1
+listening 22101
 env LD_PRELOAD="$PRELOAD" timeout 60 iperf3 -c "$SOFTROCE_ADDR" -p 22101 -t 3 --json \
   >"$work/iperf-tx.json" 2>"$work/iperf-tx.err" &
 tx=$!
@@ -111,7 +123,7 @@ for chain in verbs,vendor,tcp shm,verbs,vendor,tcp; do
   (cd "$work" && exec env LD_PRELOAD="$PRELOAD" FASTSOCK_TRANSPORTS=$chain timeout 60 \
     NPtcp -P 22102 -u 1024 -n 3) >"$work/chain-rx.out" 2>&1 &
   rx=$!
-  sleep 1
+  listening 22102
   (cd "$work" && exec env LD_PRELOAD="$PRELOAD" FASTSOCK_TRANSPORTS=$chain timeout 60 \
     NPtcp -h "$host" -P 22102 -u 1024 -n 3 -o "$work/chain.out") >"$work/chain-tx.out" 2>&1 ||
     fail "NPtcp ($chain) exited with $?: $(tail -3 "$work/chain-tx.out")"
