@@ -60,7 +60,8 @@ static bool is_wildcard(const stats::Endpoint& ep) {
 // area (if one is free), so its description is written there directly; until then it lives in
 // the Socket's private slot, which only holds the fd.
 static void claim_shared_slot(Socket& s) {
-  stats::Slot* shared = stats::claim_slot();
+  // (A socket whose listen() failed keeps the slot it claimed for it.)
+  stats::Slot* shared = s.slot != &s.private_slot ? s.slot : stats::claim_slot();
   if (!shared) return;
   // A retired slot kept its old description (retire_slot only clears the counters).
   shared->fd = s.private_slot.fd;
@@ -125,22 +126,45 @@ long bind(int fd, const sockaddr* addr, socklen_t len) {
   return neg_errno(real().bind(fd, addr, len));
 }
 
-long listen(int fd, int backlog) {
-  const int rc = real().listen(fd, backlog);
-  if (rc != 0) return -errno;
-  SocketRef s = fd_table::lookup(fd);
-  if (!s || s->slot->role != uint8_t(stats::Role::none)) return 0;  // untracked, or relisten
-  claim_shared_slot(*s);
-  stats::Slot& slot = *s->slot;
+// Every usable link of the chain gets to prepare for incoming upgrades (the shm record,
+// the RDMA listener, ...), for the listener at `local`.
+static void prepare_links(Socket& s, const stats::Endpoint& local) {
+  claim_shared_slot(s);
+  stats::Slot& slot = *s.slot;
   slot.role = uint8_t(stats::Role::listener);
-  slot.local = local_endpoint(fd);
+  slot.local = local;
   slot.opened_ns = now_ns();
   slot.transport = uint8_t(TransportId::tcp);
-  // Every usable link of the chain gets to prepare for incoming upgrades.
   for (TransportId id : config().chain) {
     const TransportEntry* entry = find_transport(id);
-    if (entry && entry->probe().available) (void)entry->instance().on_listen(*s);
+    if (entry && entry->probe().available) (void)entry->instance().on_listen(s);
   }
+}
+
+static void unprepare_links(Socket& s) {
+  for (int i = 0; i < kTransportCount; ++i)
+    if (s.listen_state[i]) find_transport(TransportId(i))->instance().close_listener(s);
+  s.slot->role = uint8_t(stats::Role::none);
+}
+
+long listen(int fd, int backlog) {
+  SocketRef s = fd_table::lookup(fd);
+  const bool first = s && s->slot->role == uint8_t(stats::Role::none);  // not a relisten
+  // A connector that finds no listener's record connects on TCP for good, so the links
+  // prepare before the kernel accepts the first connection: a client retrying its connect
+  // while the server starts (NPtcp does) would otherwise slip in between. A socket not yet
+  // bound gets its port from listen() itself; no client can know that port before then.
+  const stats::Endpoint bound = first ? local_endpoint(fd) : stats::Endpoint{};
+  const bool early = first && bound.port != 0;
+  if (early) prepare_links(*s, bound);
+  if (real().listen(fd, backlog) != 0) {
+    const int err = errno;
+    if (early) unprepare_links(*s);
+    return -err;
+  }
+  if (!first) return 0;  // untracked, or relisten
+  if (!early) prepare_links(*s, local_endpoint(fd));
+  stats::Slot& slot = *s->slot;
   publish(*s, stats::SlotState::listening);
   if (log_enabled(LogLevel::debug)) {
     char l[64];
