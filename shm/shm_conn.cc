@@ -489,7 +489,12 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       // Empty, no FIN: a peer that died has no FIN on the ring, but the kernel closed its
       // TCP socket, which we see as end of stream or a reset.
       const ssize_t t = tcp_peek(fd);
-      if (t == 0) return ssize_t(got);
+      if (t == 0) {
+        // The peer may have put its last bytes and its FIN on the ring, then closed, after
+        // the ring was looked at above: look again before concluding that it died.
+        if (rx_.readable() > 0 || rx_.eof()) continue;
+        return ssize_t(got);
+      }
       if (t > 0) {  // TCP bytes after the switch: not our protocol
         break_connection("TCP bytes arrived after the peer's switch");
         return got ? ssize_t(got) : -ECONNRESET;
