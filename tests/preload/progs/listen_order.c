@@ -7,7 +7,7 @@
 // spins on connect() with raw system calls (no library code in between, so its SYN comes
 // microseconds after the listen) and, once accepted, looks for the record's name
 // (docs/shm-rendezvous.md, "The record") at once; the server reads the answer. With the
-// record made after listen(), the child got there first in 4 to 9 of 30 rounds here.
+// record made after listen(), the child got there first in 1 to 30 of 30 rounds here.
 // Then a listen() that fails (EADDRINUSE) after the links prepared leaves the other
 // listener's record alone, and its socket can still connect.
 //
@@ -48,8 +48,10 @@ static int record_exists(uint16_t port) {
 }
 
 // Connects to 127.0.0.1:port with raw system calls until accepted (10 s at most), then
-// answers 'y' if the record existed right after, 'n' if not.
-static void client(uint16_t port) {
+// answers 'y' if the record existed right after, 'n' if not. Writes a byte to `spinning`
+// after its first refused attempt: the server listens only then (a fixed sleep was not
+// enough on a busy host, where the child had not run yet when the server listened).
+static void client(uint16_t port, int spinning) {
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   for (long tries = 0;; tries++) {
@@ -57,12 +59,12 @@ static void client(uint16_t port) {
     CHECK(fd >= 0, "socket");
     if (syscall(SYS_connect, fd, &to, sizeof to) == 0) {
       const char answer = record_exists(port) == 1 ? 'y' : 'n';
-      CHECK(tries > 0, "the first attempt was accepted: the server listened too early");
       CHECK(syscall(SYS_write, fd, &answer, 1) == 1, "write");
       _exit(0);
     }
     CHECK(errno == ECONNREFUSED, "connect to port %u", port);
     syscall(SYS_close, fd);
+    if (tries == 0) CHECK(syscall(SYS_write, spinning, "s", 1) == 1, "write to the server");
     CHECK(tries < 5000000, "no connection to port %u", port);
   }
 }
@@ -118,10 +120,15 @@ int main(void) {
     at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     SYS(bind(lfd, (struct sockaddr*)&at, sizeof at));
     const uint16_t port = local_port(lfd);
+    int spinning[2];
+    SYS(pipe(spinning));
     const pid_t pid = (pid_t)SYS(fork());
-    if (pid == 0) client(port);
-    usleep(20 * 1000);  // the child is spinning on refused connects by now
-    SYS(listen(lfd, 4));
+    if (pid == 0) client(port, spinning[1]);
+    char s;
+    CHECK(read(spinning[0], &s, 1) == 1, "round %d: the client never tried", round);
+    SYS(close(spinning[0]));
+    SYS(close(spinning[1]));
+    SYS(listen(lfd, 4));  // the child spins on refused connects meanwhile
     const int fd = (int)SYS(accept(lfd, NULL, NULL));
     char answer;
     read_exact(fd, &answer, 1);
