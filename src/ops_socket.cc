@@ -141,9 +141,14 @@ static void prepare_links(Socket& s, const stats::Endpoint& local) {
   }
 }
 
-static void unprepare_links(Socket& s) {
+// Every link that prepared for `s` closes its listener.
+static void close_listeners(Socket& s) {
   for (int i = 0; i < kTransportCount; ++i)
     if (s.listen_state[i]) find_transport(TransportId(i))->instance().close_listener(s);
+}
+
+static void unprepare_links(Socket& s) {
+  ops::close_listeners(s);
   s.slot->role = uint8_t(stats::Role::none);
 }
 
@@ -392,8 +397,7 @@ void on_socket_released(Socket& s) noexcept {
   }
   epoll_merge::forget_socket(s);
   if (s.link) s.link->detach(s);
-  for (int i = 0; i < kTransportCount; ++i)
-    if (s.listen_state[i]) find_transport(TransportId(i))->instance().close_listener(s);
+  ops::close_listeners(s);
   if (s.slot != &s.private_slot) stats::retire_slot(s.slot);
   errno = saved_errno;
 }
