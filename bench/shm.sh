@@ -57,17 +57,18 @@ else
 fi
 bench_workdir shm
 
-run() {  # run tcp|shm workload -> prints the value
+run() {  # run tcp|shm workload -> prints the value; on failure bench_tcp's output to stderr
   local side=$1 workload=$2 out
   # shellcheck disable=SC2086  # args are word lists
   if [[ $side == shm ]]; then
     out=$(env LD_PRELOAD="$lib" FASTSOCK_LOG_FILE="$tmp/log" FASTSOCK_LOG=debug \
-      "$bindir/bench_tcp" "$workload" ${args[$workload]} "${cpus[@]}" 2>&1) || return 1
+      "$bindir/bench_tcp" "$workload" ${args[$workload]} "${cpus[@]}" 2>&1) ||
+      { echo "$out" >&2; return 1; }
     grep -q " on shm " "$tmp/log" || { echo "shm.sh: $workload did not go over shm" >&2; return 1; }
     : >"$tmp/log"
   else
     out=$(env -u LD_PRELOAD "$bindir/bench_tcp" "$workload" ${args[$workload]} "${cpus[@]}" 2>&1) ||
-      return 1
+      { echo "$out" >&2; return 1; }
   fi
   sed -n 's/^result .* value=\([0-9.]*\) .*/\1/p' <<<"$out"
 }
