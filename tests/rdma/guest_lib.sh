@@ -24,11 +24,22 @@ require_library() {
   PRELOAD="${FASTSOCK_PRELOAD_PREFIX:+$FASTSOCK_PRELOAD_PREFIX }$FASTSOCK_LIB"
 }
 
+# wait_until SECONDS COMMAND...: runs COMMAND every 0.1 s until it succeeds (status 0) or
+# SECONDS passed (status 1).
+wait_until() {
+  local i tenths=$(($1 * 10))
+  shift
+  for ((i = 0; i < tenths; i++)); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # server_port FILE [WHAT]: waits (up to 30 s: python starts slowly in the emulated VM, the
 # more so on a busy host) for a server to write its port as FILE's first line, sets PORT.
 server_port() {
-  local i
-  for ((i = 0; i < 300; i++)); do [[ -s $1 ]] && break; sleep 0.1; done
+  wait_until 30 test -s "$1"
   PORT=$(head -1 "$1")
   [[ $PORT =~ ^[0-9]+$ ]] || fail "${2:+$2: }the server printed no port: $(cat "$1")"
 }

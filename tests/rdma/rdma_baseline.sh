@@ -40,11 +40,12 @@ run_np() {
     >"$work/$tag-rx.out" 2>&1 &
   rx=$!
   # The receiver prints its buffer sizes just before it binds and listens.
-  for ((i = 0; i < 300; i++)); do
-    grep -q 'Send and receive buffers' "$work/$tag-rx.out" && break
+  receiver_ready() {
+    grep -q 'Send and receive buffers' "$work/$tag-rx.out" && return 0
     kill -0 "$rx" 2>/dev/null || fail "$tag: the receiver exited: $(cat "$work/$tag-rx.out")"
-    sleep 0.1
-  done
+    return 1
+  }
+  wait_until 30 receiver_ready || true
   sleep 0.5
   # Sampled before the transmitter starts (the listening socket, for kernel TCP) and while
   # it runs: any socket on the port, listening or connected.

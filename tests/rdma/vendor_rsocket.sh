@@ -36,12 +36,8 @@ note "fastsock info: vendor $reason"
 # PORT. A fixed sleep was not enough under ASan in the VM: NPtcp's transmitter, retrying its
 # connect, got in before the receiver's links were ready and stayed off the first link.
 listening() {
-  local i
-  for ((i = 0; i < 300; i++)); do
-    grep -qE "debug: fd=[0-9]+ listen .*:$1\$" "$log" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  fail "no server logged a listen on port $1 within 30 s"
+  wait_until 30 grep -sqE "debug: fd=[0-9]+ listen .*:$1\$" "$log" ||
+    fail "no server logged a listen on port $1 within 30 s"
 }
 
 # carried: "CONNECTIONS PROCESSES" that logged being carried by the rsocket profile (the
@@ -99,8 +95,8 @@ for mode in lt et; do
     "$PROGS_DIR/epoll_echo_server" --mode $mode --conns 3 --port-file "$work/port" \
     >"$work/echo-server.out" 2>&1 &
   rx=$!
-  for ((i = 0; i < 100; i++)); do [[ -s $work/port ]] && break; sleep 0.1; done
-  [[ -s $work/port ]] || fail "epoll echo server ($mode) wrote no port: $(tail -3 "$work/echo-server.out")"
+  wait_until 10 test -s "$work/port" ||
+    fail "epoll echo server ($mode) wrote no port: $(tail -3 "$work/echo-server.out")"
   env LD_PRELOAD="$PRELOAD" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp timeout 120 \
     "$PROGS_DIR/epoll_echo_client" --mode $mode --port "$(cat "$work/port")" --clients 3 \
     --bytes 8000000 >"$work/echo-client.out" 2>&1 ||
