@@ -143,7 +143,7 @@ void Conn::reset(int fd, const char* why) noexcept {
     state_.store(State::broken, std::memory_order_release);
   }
   LOG_DEBUG("fd=%d vendor: the connection is reset: %s", log_fd_, why);
-  if (vfd_ >= 0 && api_->shutdown && getpid() == owner_pid_) (void)api_->shutdown(vfd_, SHUT_RDWR);
+  if (vfd_ >= 0 && getpid() == owner_pid_) svc_->shutdown(vfd_, SHUT_RDWR, false);
   // connect(AF_UNSPEC) resets an established TCP connection (RST): the peer reads
   // ECONNRESET as from any reset, whichever stream it was reading.
   sockaddr unspec{};
@@ -617,12 +617,7 @@ int Conn::shutdown(int fd, int how) noexcept {
     std::lock_guard tx(tx_lock_);
     // The vendor stream's end goes before TCP's: a receiver takes TCP's end as the end
     // of the stream once the vendor stream ended.
-    if (tx_on_vendor() && api_->shutdown) {
-      (void)api_->shutdown(vfd_, SHUT_WR);
-      // rsocket's rshutdown waits inside the library for its sends to complete, taking
-      // the completion events the service thread's rpoll sleeps on: it must poll afresh.
-      if (poll_readiness_) svc_->kick();
-    }
+    if (tx_on_vendor()) svc_->shutdown(vfd_, SHUT_WR, true);
   }
   return real().shutdown(fd, how) == 0 ? 0 : -errno;
 }
@@ -683,7 +678,7 @@ void Conn::close() noexcept {
     for (int i = 0; i < 4; ++i)
       if (api_->recv(vfd_, scratch, sizeof scratch, MSG_DONTWAIT) <= 0) break;
   }
-  if (mine && vfd_ >= 0 && api_->shutdown && tx_on_vendor()) (void)api_->shutdown(vfd_, SHUT_WR);
+  if (mine && vfd_ >= 0 && tx_on_vendor()) svc_->shutdown(vfd_, SHUT_WR, true);
   for (int i = 0; i < service_count_; ++i) services_[i]->forget(this, -1);
   // Linked by a service (before or while the others forgot): the descriptor goes back to
   // it. A forked child leaves the library's descriptors alone: they are the parent's.

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -293,6 +294,25 @@ void Service::arm(ServiceClient* client, int vfd, short events) noexcept {
   ring();
 }
 
+void Service::shutdown(int vfd, int how, bool wait) noexcept {
+  if (!api().shutdown) return;
+  if (!poll_readiness()) {  // kernel descriptors: the library waits on nothing of ours
+    (void)api().shutdown(vfd, how);
+    return;
+  }
+  std::unique_lock lock(lock_);
+  if (bell_ < 0) return;  // a forked child's copy of its parent's service
+  const uint64_t ticket = ++shutdown_tickets_;
+  try {
+    to_shutdown_.push_back(ToShutdown{vfd, how, ticket});
+  } catch (...) {
+    return;  // out of memory: the close that follows ends the vendor stream too
+  }
+  ring();
+  if (wait)
+    shutdown_done_.wait_for(lock, std::chrono::seconds(1), [&] { return shutdowns_done_ >= ticket; });
+}
+
 void Service::forget(ServiceClient* client, int vfd) noexcept {
   std::lock_guard lock(lock_);
   auto drop = [client](auto& v) {
@@ -533,15 +553,27 @@ void Service::run() noexcept {
   std::vector<pollfd> fds;
   std::vector<Tag> tags;
   std::vector<int> closing;
+  std::vector<ToShutdown> shutting;
   bool ticking = false;
   for (;;) {
-    // Closes and connects first, without the lock: each can block in the library (rsocket's
-    // rclose waits for the connection's sends to complete), and application threads take
-    // the lock to arm and forget.
+    // Shutdowns, closes and connects first, without the lock: each can block in the
+    // library (rsocket's rshutdown and rclose wait for the connection's sends to
+    // complete), and application threads take the lock to arm and forget. A connection's
+    // shutdown is always queued before its close.
     for (;;) {
       ToConnect t;
       {
         std::unique_lock lock(lock_);
+        if (!to_shutdown_.empty()) {
+          shutting.swap(to_shutdown_);
+          lock.unlock();
+          for (const ToShutdown& s : shutting) (void)api().shutdown(s.fd, s.how);
+          lock.lock();
+          shutdowns_done_ = shutting.back().ticket;  // tickets are queued in order
+          shutting.clear();
+          shutdown_done_.notify_all();
+          continue;
+        }
         if (!to_close_.empty()) {
           closing.swap(to_close_);
           lock.unlock();

@@ -16,6 +16,7 @@
 
 #include <poll.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -85,9 +86,14 @@ class Service {
   void add_acceptor(ServiceClient* client, const TcpKey& key) noexcept;
   // Readiness=poll: wakes the client (on_ready) once `vfd` has one of `events`.
   void arm(ServiceClient* client, int vfd, short events) noexcept;
-  // Readiness=poll: the thread polls afresh (its poll may have lost the events of a
-  // descriptor that another thread waited on inside the library).
-  void kick() noexcept { ring(); }
+  // Shuts `vfd` down through the library (SHUT_WR or SHUT_RDWR). Readiness=poll: in the
+  // service thread, the one thread that ever waits inside the library: rsocket's rshutdown
+  // blocks reading the completion events that the thread's rpoll also reads, and one of
+  // the two slept for ever when the other took the event (the epoll echo pair hung in the
+  // VM). `wait`: returns once it is done, or after a second (the peer's receiver allows
+  // TCP's end to come first for longer: vendor_conn.cc, kEofGraceNs). Nothing in a forked
+  // child: the descriptor is the parent's.
+  void shutdown(int vfd, int how, bool wait) noexcept;
   // The client goes away: nothing reaches it after this returns. `vfd` (or -1) is closed
   // by the service thread, which may be polling it.
   void forget(ServiceClient* client, int vfd) noexcept;
@@ -158,6 +164,11 @@ class Service {
     int fd;
     short events;
   };
+  struct ToShutdown {
+    int fd;
+    int how;
+    uint64_t ticket;  // shutdowns_done_ reaches it once done
+  };
 
   const size_t index_;
   const Lib* lib_;
@@ -171,6 +182,10 @@ class Service {
   std::vector<Waiting> waiting_;
   std::vector<Armed> armed_;
   std::vector<int> to_close_;
+  std::vector<ToShutdown> to_shutdown_;
+  uint64_t shutdown_tickets_ = 0;  // the last ticket given
+  uint64_t shutdowns_done_ = 0;    // every shutdown up to this ticket is done
+  std::condition_variable shutdown_done_;
 };
 
 }  // namespace fastsock::vendors
