@@ -309,8 +309,13 @@ void Service::shutdown(int vfd, int how, bool wait) noexcept {
     return;  // out of memory: the close that follows ends the vendor stream too
   }
   ring();
-  if (wait)
-    shutdown_done_.wait_for(lock, std::chrono::seconds(1), [&] { return shutdowns_done_ >= ticket; });
+  if (!wait) return;
+  // Not a cancellation point: pthread_cancel would unwind through noexcept callers
+  // (close() is one) and terminate the program.
+  int cancel_state;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+  shutdown_done_.wait_for(lock, std::chrono::seconds(1), [&] { return shutdowns_done_ >= ticket; });
+  pthread_setcancelstate(cancel_state, nullptr);
 }
 
 void Service::forget(ServiceClient* client, int vfd) noexcept {
