@@ -148,7 +148,7 @@ static void close_listeners(Socket& s) {
 }
 
 static void unprepare_links(Socket& s) {
-  ops::close_listeners(s);
+  close_listeners(s);
   s.slot->role = uint8_t(stats::Role::none);
 }
 
