@@ -11,6 +11,8 @@ FASTSOCK_PACKAGES=(
   # tests: Catch2 v2, libFuzzer (clang + its runtime), real programs run under the library
   catch2 clang libclang-rt-14-dev netpipe-tcp iperf3 socat curl python3 procps strace
   sockperf qperf redis-server redis-tools nginx wrk
+  # gdb: an rdma test that stalls reports the programs' stacks (tests/rdma/guest_lib.sh)
+  gdb
   # fastsock-pipe --plot (SVG and PNG graphs) and its test
   gnuplot-nox
   # optional transports, detected by meson (verbs)

@@ -53,3 +53,21 @@ info = json.load(sys.stdin)
 t = [t for t in info["transports"] if t["name"] == sys.argv[1]]
 print(json.dumps(t[0].get(sys.argv[2])) if t else "missing")' "$1" "$2"
 }
+
+# running PID: the process exists and has not exited (a zombie, not yet waited for, has).
+running() {
+  local state
+  state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) && [[ $state != Z ]]
+}
+
+# backtraces PID...: every thread's stack in each process (gdb), for a failure report: a
+# stall in CI leaves nothing else behind (the guest and its /tmp are gone).
+backtraces() {
+  command -v gdb >/dev/null 2>&1 || { echo "(gdb is not installed: no backtraces)"; return 0; }
+  local p
+  for p in "$@"; do
+    running "$p" || continue
+    echo "--- threads of pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+    timeout 60 gdb -p "$p" -batch -ex 'thread apply all bt' 2>/dev/null | grep -E '^(#|Thread )'
+  done
+}

@@ -93,16 +93,25 @@ note "iperf3: $received bytes in 3 s, control and data connections carried by rs
 for mode in lt lt lt et et et; do
   : >"$log"
   rm -f "$work/port"
-  env LD_PRELOAD="$PRELOAD" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp timeout 120 \
+  env LD_PRELOAD="$PRELOAD" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp \
     "$PROGS_DIR/epoll_echo_server" --mode $mode --conns 3 --port-file "$work/port" \
     >"$work/echo-server.out" 2>&1 &
   rx=$!
   wait_until 10 test -s "$work/port" ||
     fail "epoll echo server ($mode) wrote no port: $(tail -3 "$work/echo-server.out")"
-  env LD_PRELOAD="$PRELOAD" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp timeout 120 \
+  env LD_PRELOAD="$PRELOAD" FASTSOCK_TEST_ADDR="$SOFTROCE_ADDR" FASTSOCK_TEST_LINK=tcp \
     "$PROGS_DIR/epoll_echo_client" --mode $mode --port "$(cat "$work/port")" --clients 3 \
-    --bytes 8000000 >"$work/echo-client.out" 2>&1 ||
-    fail "epoll echo client ($mode) exited with $?: $(tail -3 "$work/echo-client.out")"
+    --bytes 8000000 >"$work/echo-client.out" 2>&1 &
+  tx=$!
+  # A stall is reported with both programs' stacks (their threads: the application's and
+  # each vendor service's), then they are killed.
+  if ! wait_until 120 eval '! running $tx && ! running $rx'; then
+    stall=$(backtraces "$tx" "$rx")
+    kill -9 "$tx" "$rx" 2>/dev/null
+    fail "epoll echo ($mode) did not finish in 120 s: $(tail -3 "$work/echo-client.out")
+$stall"
+  fi
+  wait "$tx" || fail "epoll echo client ($mode) exited with $?: $(tail -3 "$work/echo-client.out")"
   wait "$rx" || fail "epoll echo server ($mode) exited with $?: $(tail -3 "$work/echo-server.out")"
   read -r conns procs <<<"$(carried)"
   ((conns >= 2 && procs == 2)) ||
