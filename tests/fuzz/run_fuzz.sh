@@ -1,6 +1,8 @@
 #!/bin/sh
 # Builds a libFuzzer target with clang++ and runs a bounded campaign. Shared by every fuzz
-# test of the project (the configuration parser, the stats decoder of `fastsock stat`).
+# test of the project (tests/fuzz/meson.build lists them: the configuration parser, the shm
+# rendezvous messages, the shm segment's rings and descriptors, FASTSOCK_EXEC_LINKS and the
+# exec token; tools/fastsock: the stats decoder of `fastsock stat`).
 #
 #   run_fuzz.sh NAME SECONDS MAX_LEN CORPUS|- DICT|- -- CLANG_ARGS...
 #
