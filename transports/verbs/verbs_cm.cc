@@ -23,6 +23,7 @@
 #include "log.hpp"
 #include "process.hpp"
 #include "real.hpp"
+#include "verbs_claim.hpp"
 
 namespace fastsock::verbs {
 
@@ -49,13 +50,6 @@ int64_t now_ns() noexcept {
 
 bool same(const TcpKey& a, const TcpKey& b) noexcept {
   return same_endpoint(a.local, b.local) && same_endpoint(a.peer, b.peer);
-}
-
-bool is_loopback(const stats::Endpoint& raw) noexcept {
-  const stats::Endpoint ep = canonical_endpoint(raw);
-  if (ep.family == AF_INET) return ep.addr[0] == 127;
-  static const uint8_t kLoop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-  return ep.family == AF_INET6 && memcmp(ep.addr, kLoop6, 16) == 0;
 }
 
 bool is_wildcard(const stats::Endpoint& ep) noexcept {
@@ -368,6 +362,25 @@ void Cm::forget_listener(Listener* l) noexcept {
   }
 }
 
+// The request's source address must be its claimed connector's (verbs_claim.hpp).
+bool Cm::from_claimed_peer(rdma_cm_id* id, const TcpKey& key) noexcept {
+  auto endpoint_of = [](const sockaddr* sa) {
+    return endpoint_from(sa, sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+  };
+  const stats::Endpoint source = endpoint_of(rdma_get_peer_addr(id));
+  const stats::Endpoint arrived = endpoint_of(rdma_get_local_addr(id));
+  if (request_may_claim(source, arrived, key.peer)) return true;
+  if (log_enabled(LogLevel::debug)) {
+    char from[64], claimed[64], local[64];
+    format_endpoint(source, from, sizeof from);
+    format_endpoint(key.peer, claimed, sizeof claimed);
+    format_endpoint(key.local, local, sizeof local);
+    LOG_DEBUG("verbs: refused a connect request from %s for the connection %s -> %s: "
+              "not the connector's address", from, claimed, local);
+  }
+  return false;
+}
+
 bool Cm::on_connect_request(rdma_cm_id* id, const void* raw, uint8_t len) noexcept {
   ConnectData data;
   if (!raw || len < sizeof data) {
@@ -381,6 +394,10 @@ bool Cm::on_connect_request(rdma_cm_id* id, const void* raw, uint8_t len) noexce
     return false;
   }
   const TcpKey key = key_of(data);
+  if (!from_claimed_peer(id, key)) {
+    (void)lib_->rdma_reject(id, nullptr, 0);
+    return false;
+  }
   for (size_t i = 0; i < waiting_.size(); ++i) {
     if (!same(waiting_[i].key, key)) continue;
     CmClient* client = waiting_[i].client;

@@ -134,6 +134,8 @@ class Cm {
   // Under lock_: false when the request was rejected and nobody holds its id (the caller
   // destroys it then); a parked id, or one offered to a connection, is kept.
   bool on_connect_request(rdma_cm_id* id, const void* data, uint8_t len) noexcept;
+  // Whether the request on `id` comes from the connector of the TCP connection `key`.
+  bool from_claimed_peer(rdma_cm_id* id, const TcpKey& key) noexcept;
   // Under lock_: hands a connect request to the connection it belongs to, which owns the
   // id from then on, whether it accepts or refuses.
   void offer(CmClient* client, rdma_cm_id* id, const ConnectData& data) noexcept;
