@@ -29,17 +29,11 @@ ip addr add "$other/24" dev "$dev" || fail "cannot add $other to $dev"
 
 cat >"$work/server.py" <<'EOF'
 import socket, sys, threading
+from pattern_stream import echo
 ls = socket.socket()
 ls.bind((sys.argv[1], 0))
 ls.listen(4)
 print(ls.getsockname()[1], flush=True)
-def echo(c):
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        c.sendall(b)
-    c.close()
 for _ in range(2):
     c, _ = ls.accept()
     threading.Thread(target=echo, args=(c,)).start()
@@ -64,6 +58,7 @@ while True:
 print("echo intact" if got == data else f"echo broken: {len(got)} bytes", flush=True)
 EOF
 
+export PYTHONPATH=$(cd "$(dirname "$0")" && pwd)  # pattern_stream.py
 env LD_PRELOAD="$PRELOAD" FASTSOCK_TRANSPORTS=verbs,tcp FASTSOCK_LOG=debug FASTSOCK_LOG_FILE="$log" \
   timeout 120 python3 "$work/server.py" "$SOFTROCE_ADDR" >"$work/server.out" 2>&1 &
 server=$!
