@@ -10,10 +10,12 @@ namespace fastsock::verbs {
 
 namespace {
 
-bool same_address(const stats::Endpoint& a, const stats::Endpoint& b) noexcept {
-  const stats::Endpoint x = canonical_endpoint(a), y = canonical_endpoint(b);
-  if (x.family != y.family || (x.family != AF_INET && x.family != AF_INET6)) return false;
-  return memcmp(x.addr, y.addr, x.family == AF_INET ? 4 : 16) == 0;
+// same_endpoint without the ports; an endpoint of no IP family is nobody's address.
+bool same_address(stats::Endpoint a, const stats::Endpoint& b) noexcept {
+  const int family = canonical_endpoint(a).family;
+  if (family != AF_INET && family != AF_INET6) return false;
+  a.port = b.port;
+  return same_endpoint(a, b);
 }
 
 }  // namespace
