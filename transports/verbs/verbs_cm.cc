@@ -561,10 +561,15 @@ bool Cm::listens_here(const void* handle) noexcept {
   return handle && static_cast<const Listener*>(handle)->owner == getpid();
 }
 
-int Cm::connect(CmClient* client, const stats::Endpoint& dst, rdma_cm_id** id_out,
-                const char** why) noexcept {
+int Cm::connect(CmClient* client, const stats::Endpoint& src, const stats::Endpoint& dst,
+                rdma_cm_id** id_out, const char** why) noexcept {
   ReentryGuard guard;
   sockaddr_storage addr;
+  // The source: the TCP connection's address, port left to the RDMA CM. Without it the
+  // route would choose, and a socket bound to a secondary address before connect() would
+  // claim its connection from another address, which the acceptor refuses.
+  sockaddr_storage from{};
+  bool have_from = false;
   if (is_loopback(dst)) {
     static sockaddr_storage local;
     static const bool have_local = local_rdma_address(*lib_, local);
@@ -581,6 +586,10 @@ int Cm::connect(CmClient* client, const stats::Endpoint& dst, rdma_cm_id** id_ou
   } else if (sockaddr_from(canonical_endpoint(dst), addr) == 0) {
     *why = "not an IP destination";
     return -EAFNOSUPPORT;
+  } else {
+    stats::Endpoint source = canonical_endpoint(src);
+    source.port = 0;
+    have_from = sockaddr_from(source, from) != 0;
   }
   rdma_cm_id* id = nullptr;
   if (lib_->rdma_create_id(channel_, &id, client, RDMA_PS_TCP) != 0) {
@@ -588,8 +597,9 @@ int Cm::connect(CmClient* client, const stats::Endpoint& dst, rdma_cm_id** id_ou
     return -errno;
   }
   *id_out = id;
-  if (lib_->rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&addr), kResolveMs) != 0) {
-    *why = "no RDMA route to the peer's address";
+  sockaddr* from_addr = have_from ? reinterpret_cast<sockaddr*>(&from) : nullptr;
+  if (lib_->rdma_resolve_addr(id, from_addr, reinterpret_cast<sockaddr*>(&addr), kResolveMs) != 0) {
+    *why = "no RDMA route from the connection's address to the peer's";
     const int err = errno;
     *id_out = nullptr;
     lib_->rdma_destroy_id(id);

@@ -85,10 +85,12 @@ class Cm {
   // connect requests for its accepted connections reach this process.
   static bool listens_here(const void* handle) noexcept;
 
-  // Connector: starts resolving `dst` (a loopback destination is reached through this
-  // host's RDMA address); the client hears the outcome. 0 or -errno with `why`.
-  int connect(CmClient* client, const stats::Endpoint& dst, rdma_cm_id** id_out,
-              const char** why) noexcept;
+  // Connector: starts resolving `dst` from `src`, the TCP connection's own address, so
+  // that the request leaves from the address the acceptor knows the connector by
+  // (verbs_claim.hpp); a loopback destination is reached through this host's RDMA address,
+  // from that address. The client hears the outcome. 0 or -errno with `why`.
+  int connect(CmClient* client, const stats::Endpoint& src, const stats::Endpoint& dst,
+              rdma_cm_id** id_out, const char** why) noexcept;
 
   // Acceptor: announces the connection; a request that already arrived for it is handed
   // over at once (client->on_request, in this thread). Under lock().

@@ -117,7 +117,7 @@ int Conn::start_connector(const TcpKey& key, const char** why) noexcept {
   }
   internal_fds::add(wake_fd_);
   std::lock_guard lock(cm_.lock());
-  return cm_.connect(this, key.peer, &id_, why);
+  return cm_.connect(this, key.local, key.peer, &id_, why);
 }
 
 int Conn::start_acceptor(const TcpKey& key, const char** why) noexcept {
