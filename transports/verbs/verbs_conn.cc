@@ -22,6 +22,7 @@
 #include "link_io.hpp"
 #include "log.hpp"
 #include "real.hpp"
+#include "transport.hpp"
 
 namespace fastsock::verbs {
 
@@ -38,6 +39,14 @@ constexpr uint32_t kFirstSendSlotBytes = 1024;
 // How long a closing end waits for its last messages to reach the peer before the TCP FIN
 // (which must not overtake them) goes out.
 constexpr int64_t kCloseWaitNs = 1'000'000'000;
+
+// A sender that waits for credits while its peer consumes nothing for this long gives the
+// link up (room_wait_expired). TCP would have taken the bytes into its socket buffer
+// (megabytes) and returned, and a program may count on that: two ends that each write a
+// whole message before reading the other's deadlock on 16 credits. Longer than the shm
+// ring's 250 ms: the whole connection leaves the link, for good, so a peer that is only
+// slow (a loaded host, an emulated device) should not trigger it.
+constexpr int64_t kStalledLinkNs = 1'000'000'000;
 
 // A connection still connecting after this long stays on TCP (a peer without fastsock never
 // connects; its acceptor must stop paying for the link).
@@ -75,6 +84,7 @@ Conn::Conn(Cm& cm, const ConnOptions& options) noexcept
     : cm_(cm), lib_(cm.lib()), options_(options), owner_pid_(getpid()) {}
 
 Conn::~Conn() {
+  end_room_wait();
   destroy_resources();
   delete[] stage_len_;
   delete[] rx_fifo_;
@@ -427,6 +437,7 @@ void Conn::post_failed(const char* what, int rc) noexcept {
 // Progress lock held (or the connection not shared yet).
 void Conn::fail(const char* why) noexcept {
   link_error_ = true;
+  end_room_wait();
   wake_waiters();
   const State s = state();
   if (s == State::tcp || s == State::broken) return;
@@ -699,7 +710,7 @@ void Conn::wake_waiters() noexcept {
 }
 
 FASTSOCK_CANCELLATION_POINT
-int Conn::wait(int fd, WaitFor what, Deadline& deadline) {
+int Conn::wait(int fd, WaitFor what, Deadline& deadline, int64_t until_ns) {
   bool tcp_tx, failed;  // what the caller saw; a change is news for it
   {
     std::lock_guard lock(progress_lock_);
@@ -732,8 +743,12 @@ int Conn::wait(int fd, WaitFor what, Deadline& deadline) {
       tcp |= POLLOUT;
   }
   p[n++] = pollfd{fd, tcp, 0};
-  const int timeout_ms = deadline.poll_ms(fd);
+  int timeout_ms = deadline.poll_ms(fd);
   if (timeout_ms == 0) return -EAGAIN;
+  if (until_ns > 0) {  // woken by then (rounded up, so that the caller finds it passed)
+    const int64_t left_ms = std::max<int64_t>(0, (until_ns - now_ns() + 999'999) / 1'000'000);
+    if (timeout_ms < 0 || left_ms < timeout_ms) timeout_ms = int(std::min<int64_t>(left_ms, INT_MAX));
+  }
   const int rc = real().poll(p, n, timeout_ms);
   const int err = errno;
   // We armed once, so the channel holds at most one event of ours: take it when the poll
@@ -1017,7 +1032,10 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
           link_sent_ += len;
           sent += len;
         }
-        if (sent == total) return ssize_t(sent);
+        if (sent == total) {
+          end_room_wait();
+          return ssize_t(sent);
+        }
       }
     }
     if (to_tcp) {
@@ -1036,7 +1054,14 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       if (n != -EAGAIN) return sent ? ssize_t(sent) : n;
     }
     if (nonblocking(fd, flags, mode_)) return sent ? ssize_t(sent) : -EAGAIN;
-    if (const int w = wait(fd, WaitFor::space, deadline); w < 0) return sent ? ssize_t(sent) : w;
+    int64_t stall_end = 0;  // when the peer's silence gives the link up (0: no such wait)
+    if (!to_tcp) {
+      std::lock_guard lock(progress_lock_);
+      if (room_wait_expired()) continue;  // the rest goes on TCP
+      stall_end = recheck_at_locked(POLLOUT);
+    }
+    if (const int w = wait(fd, WaitFor::space, deadline, stall_end); w < 0)
+      return sent ? ssize_t(sent) : w;
   }
 }
 
@@ -1079,10 +1104,57 @@ short Conn::poll_now(int fd, short events) noexcept {
   if (events & (POLLOUT | POLLWRNORM)) {
     if (!tx_switched_ || tx_back_on_tcp_)
       rev |= short(p.revents & (events & (POLLOUT | POLLWRNORM)));
-    else if (can_post_data() || write_shut_)
+    else if (can_post_data() || write_shut_) {
+      end_room_wait();
       rev |= short(events & (POLLOUT | POLLWRNORM));
+    } else if (room_wait_expired()) {
+      // Our stream goes on on TCP: writable when the kernel's buffer has room.
+      pollfd w{fd, POLLOUT, 0};
+      if (real().poll(&w, 1, 0) > 0) rev |= short(w.revents & (events & (POLLOUT | POLLWRNORM)));
+    }
   }
   return rev;
+}
+
+bool Conn::room_wait_expired() noexcept {
+  // Only a stream whose switch the peer is known to have: fail() resyncs it on TCP then
+  // (otherwise it would reset the connection; a wait that long without the switch's
+  // completion is left to the link's own failure handling).
+  if (!tx_switched_ || tx_back_on_tcp_ || link_error_ || !switch_confirmed_ ||
+      credits_available() > 0 || state() != State::established)
+    return false;
+  const int64_t now = now_ns();
+  const int64_t since = room_wait_since_.load(std::memory_order_relaxed);
+  if (since == 0 || stage_acked_ != room_wait_acked_) {
+    // The clock (re)starts: the first look, or the peer consumed something since the last.
+    if (room_wait_since_.exchange(now, std::memory_order_relaxed) == 0)
+      Transport::timed_waits.fetch_add(1, std::memory_order_relaxed);
+    room_wait_acked_ = stage_acked_;
+    return false;
+  }
+  if (now < since + kStalledLinkNs) return false;
+  LOG_DEBUG("fd=%d verbs: the peer consumed nothing for 1 s while this end waited for "
+            "room: the connection continues on TCP", log_fd_);
+  fail("the peer consumed nothing for 1 s while this end waited for room (TCP buffers more)");
+  return true;
+}
+
+void Conn::end_room_wait() noexcept {
+  if (room_wait_since_.load(std::memory_order_relaxed) != 0 &&
+      room_wait_since_.exchange(0, std::memory_order_relaxed) != 0)
+    Transport::timed_waits.fetch_sub(1, std::memory_order_relaxed);
+}
+
+int64_t Conn::recheck_at_locked(short events) const noexcept {
+  const int64_t since = room_wait_since_.load(std::memory_order_relaxed);
+  if (!(events & POLLOUT) || since == 0 || !tx_switched_ || tx_back_on_tcp_ || link_error_)
+    return 0;
+  return since + kStalledLinkNs;
+}
+
+int64_t Conn::recheck_at(short events) noexcept {
+  std::lock_guard lock(progress_lock_);
+  return recheck_at_locked(events);
 }
 
 bool Conn::take_resync_bytes(int fd) noexcept {
@@ -1188,6 +1260,7 @@ void Conn::downgrade(int fd, const char* why) noexcept {
     downgrade_unsent_ = true;
   rx_back_on_tcp_ = true;
   tx_back_on_tcp_ = true;
+  end_room_wait();
   // Unconsumed link bytes are dropped: the peer sends them again on TCP.
   release_queued();
   if (state() != State::broken) {

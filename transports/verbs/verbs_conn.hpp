@@ -84,6 +84,9 @@ class Conn final : public CmClient {
   short poll_now(int fd, short events) noexcept;
   int wait_fds(int fd, short events, pollfd* out) noexcept;
   void after_wait() noexcept;
+  // Transport::recheck_at: while a wait for room has the peer consuming nothing, when the
+  // link is given up (room_wait_expired); 0 otherwise.
+  int64_t recheck_at(short events) noexcept;
   int shutdown(int fd, int how) noexcept;
   void downgrade(int fd, const char* why) noexcept;
   // The application closes the connection; `fd` is its descriptor if still open (else -1).
@@ -178,8 +181,16 @@ class Conn final : public CmClient {
   void wake_waiters() noexcept;
   bool rx_on_tcp() const noexcept;
   // Spins on the link, then sleeps on the link and the TCP socket: 0 when something may
-  // have changed, -EAGAIN at the deadline, or -errno.
-  int wait(int fd, WaitFor what, link_io::Deadline& deadline);
+  // have changed (or `until_ns` came, CLOCK_MONOTONIC, 0: none), -EAGAIN at the
+  // deadline, or -errno.
+  int wait(int fd, WaitFor what, link_io::Deadline& deadline, int64_t until_ns = 0);
+  // A send or poll waits for credits (progress lock held): starts the clock, restarts it
+  // whenever the peer consumed something, and once it consumed nothing for
+  // kStalledLinkNs gives the link up (fail(): both streams go on on TCP, resynced). True
+  // then.
+  bool room_wait_expired() noexcept;
+  void end_room_wait() noexcept;  // the wait is over: room, or the stream left the link
+  int64_t recheck_at_locked(short events) const noexcept;
   ssize_t recv_link(const iovec* iov, int iovcnt, bool peek) noexcept;
   // Serves the peer's downgrade: resends on TCP what it did not consume. 0 or -errno.
   // `sending`: the application sends next (a resync frame owed with nothing to resend goes
@@ -238,6 +249,11 @@ class Conn final : public CmClient {
   bool resend_due_ = false;
   uint64_t resend_from_ = 0;     // the peer consumed this many of our link bytes
   bool switch_confirmed_ = false;  // our switch message reached the peer's queue
+  // A wait for credits (room_wait_expired): since when the peer consumed nothing, while
+  // stage_acked_ stood at room_wait_acked_; 0 when no such wait is under way (then not
+  // counted in Transport::timed_waits).
+  std::atomic<int64_t> room_wait_since_{0};
+  uint64_t room_wait_acked_ = 0;
   uint8_t resync_frame_[16] = {};  // to write on TCP after a link failure (ResyncFrame)
   uint8_t resync_frame_left_ = 0;  // bytes of it not written yet
 

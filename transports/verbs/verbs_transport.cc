@@ -113,6 +113,10 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
     return 0;
   }
 
+  int64_t recheck_at(Socket& s, short events) noexcept override {
+    auto* c = static_cast<verbs::Conn*>(s.link_state);
+    return c ? c->recheck_at(events) : 0;
+  }
   bool peer_shares_cpu(Socket&) noexcept override { return false; }
   void option_set(Socket&, int, int, const void*, socklen_t) noexcept override {}
   void detach(Socket& s) noexcept override {

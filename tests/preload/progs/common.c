@@ -124,6 +124,29 @@ void expect_log(const char* fmt, ...) {
   va_end(ap);
 }
 
+void wait_for_log(int timeout_s, const char* fmt, ...) {
+  if (!fastsock_present()) return;
+  const char* path = getenv("FASTSOCK_LOG_FILE");
+  CHECK(path && *path, "wait_for_log: FASTSOCK_LOG_FILE is not set");
+  char text[256], want[300];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  snprintf(want, sizeof want, "fastsock[%d] debug: %s", (int)getpid(), text);
+  const time_t give_up = time(NULL) + timeout_s;
+  for (;;) {
+    FILE* f = fopen(path, "r");
+    char line[1024];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, want) != NULL;
+    if (f) fclose(f);
+    if (found) return;
+    CHECK(time(NULL) < give_up, "no log line \"%s\" within %d s", want, timeout_s);
+    usleep(10 * 1000);
+  }
+}
+
 void expect_no_log(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

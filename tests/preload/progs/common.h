@@ -53,6 +53,11 @@ void expect_server_log(int fd);                 // fd=N server <local> <- <peer>
 void expect_closed_log(int fd, size_t sent, size_t received);
 // This process never logs a line about any descriptor (untracked traffic only).
 void expect_no_fd_log(void);
+// Waits (up to `timeout_s`) until the library's log (FASTSOCK_LOG_FILE) has a line of this
+// pid containing the formatted text; fails the test if none comes. For a state the link
+// reaches on its own time (the verbs link comes up after the TCP connect). No-op without
+// the library.
+void wait_for_log(int timeout_s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // "127.0.0.1:port" or "[::1]:port".
 const char* addr_str(const struct sockaddr_storage* ss, char* buf, size_t len);

@@ -1,7 +1,9 @@
 // Both ends write a whole message before they read the other's: kernel TCP takes each
 // message into its socket buffers (megabytes on loopback), so both writes complete. A link
 // with smaller buffers must not deadlock here: the shm link moves a direction whose reader
-// takes nothing from the full ring for a while to TCP (shm/shm_conn.cc, kStalledRingNs).
+// takes nothing from the full ring for a while to TCP (shm/shm_conn.cc, kStalledRingNs);
+// the verbs link (rdma suite) gives the link up when the peer returns no credit for a
+// while (verbs_conn.cc, kStalledLinkNs).
 //
 // Size: 2 MiB, above the shm ring's largest window as the test runs it (meson sets
 // FASTSOCK_SHM_RING_MAX=1M; a ring grows to it at once for a write larger than its window)
@@ -107,6 +109,12 @@ int main(int argc, char** argv) {
   int c, s;
   tcp_pair(AF_INET, &c, &s);
   expect_transport(c, both_ends_link());
+  // The verbs link comes up after the TCP connect; until then both ends write to TCP,
+  // whose buffers would take the whole message without testing the link.
+  if (strcmp(both_ends_link(), "verbs") == 0) {
+    wait_for_log(10, "fd=%d verbs: RDMA connection established", c);
+    wait_for_log(10, "fd=%d verbs: RDMA connection established", s);
+  }
   struct end client = {c, 1, 2, -1}, server = {s, 2, 1, -1};
   if (g_mode != kBlocking) {
     make_nonblocking(&client);
@@ -119,6 +127,8 @@ int main(int argc, char** argv) {
   // The rule that got them out (either end's direction, or both, may have moved).
   if (g_mode != kBlocking && strcmp(both_ends_link(), "shm") == 0)
     expect_log("fd=|while this end waited for room in poll/epoll: this direction continues on TCP");
+  if (strcmp(both_ends_link(), "verbs") == 0)
+    expect_log("fd=|verbs: the peer consumed nothing for 1 s while this end waited for room");
   ok("both ends wrote %d bytes before reading (%s), both got the other's intact", kMessage,
      argc > 1 ? argv[1] : "blocking");
   close(c);
