@@ -812,7 +812,10 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       if (state() == State::broken && !rx_on_tcp() && rx_head_ == rx_tail_ && !peer_fin_)
         return got ? ssize_t(got) : -ECONNRESET;
       on_tcp = rx_on_tcp();
-      if (on_tcp && peer_switch_known_ && !peer_left_ && !rx_back_on_tcp_ && !peer_resynced_)
+      // TCP up to the peer's switch offset, then the link's bytes (also those a peer that
+      // left the link sent before it left), then TCP again.
+      if (on_tcp && peer_switch_known_ && !rx_back_on_tcp_ && !peer_resynced_ &&
+          tcp_received_ < peer_switch_at_)
         tcp_limit = peer_switch_at_ - tcp_received_;
       if (!on_tcp) {
         const ssize_t n = recv_link(rest, rest_n, peek);
@@ -1072,7 +1075,7 @@ long Conn::bytes_readable(int fd) noexcept {
   int tcp = 0;
   if (rx_on_tcp()) {
     if (real().ioctl(fd, FIONREAD, &tcp) != 0) return -errno;
-    if (peer_switch_known_ && !peer_left_ && !rx_back_on_tcp_ && !peer_resynced_)
+    if (peer_switch_known_ && !rx_back_on_tcp_ && !peer_resynced_ && tcp_received_ < peer_switch_at_)
       tcp = int(std::min<uint64_t>(uint64_t(tcp), peer_switch_at_ - tcp_received_));
     return long(uint64_t(tcp) - std::min<uint64_t>(uint64_t(tcp), tcp_skip_));
   }
@@ -1205,6 +1208,7 @@ void Conn::after_wait() noexcept {
 bool Conn::settled() const noexcept {
   const State s = state();
   const bool rx_settled = !peer_switch_known_ || rx_back_on_tcp_ ||
+                          (peer_left_ && rx_head_ == rx_tail_) ||
                           (peer_resynced_ && rx_head_ == rx_tail_ && tcp_skip_ == 0);
   const bool tx_settled =
       !tx_switched_ || (tx_back_on_tcp_ && resync_frame_left_ == 0 && !resend_due_);
@@ -1258,11 +1262,26 @@ void Conn::downgrade(int fd, const char* why) noexcept {
     // Sent by on_established, if the link comes up: only then is the peer's queue pair
     // sure to take it (a message reaching a queue pair not ready yet is dropped).
     downgrade_unsent_ = true;
-  rx_back_on_tcp_ = true;
   tx_back_on_tcp_ = true;
   end_room_wait();
-  // Unconsumed link bytes are dropped: the peer sends them again on TCP.
-  release_queued();
+  if (peer_left_ || peer_resynced_) {
+    // The peer left the link first (or resynced after a failure): its stream went on on
+    // TCP right after the link bytes still queued here (a resync's resent bytes are
+    // skipped by their count), so nobody would send them again. They are kept, in memory
+    // of our own (a forked child inherits it; the pool's slots stay the parent's), and
+    // read before TCP.
+    if (!copy_out_held()) break_connection("out of memory for the bytes the peer left on the link");
+    else if (link_received_ > link_consumed_)
+      // Only this process can read them: right after fork (parent or child), not after an
+      // exec or in another process the descriptor goes to (docs/verbs.md, Downgrade).
+      LOG_DEBUG("fd=%d verbs: %llu bytes the peer sent before it left the link are kept here, "
+                "read before TCP", log_fd_,
+                static_cast<unsigned long long>(link_received_ - link_consumed_));
+  } else {
+    // Unconsumed link bytes are dropped: the peer sends them again on TCP.
+    rx_back_on_tcp_ = true;
+    release_queued();
+  }
   if (state() != State::broken) {
     fallback_reason_ = why;
     state_.store(State::tcp, std::memory_order_release);
