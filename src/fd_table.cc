@@ -71,6 +71,7 @@ void reset_fields(Socket& s) noexcept {
   s.domain = 0;
   s.link = nullptr;
   s.user_io.store(false, std::memory_order_relaxed);
+  s.reset_reported.store(false, std::memory_order_relaxed);
   s.peer_byte_order.store(0, std::memory_order_relaxed);
   s.zerocopy_state.store(0, std::memory_order_relaxed);
   s.zerocopy_busy.store(false, std::memory_order_relaxed);

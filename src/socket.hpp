@@ -25,6 +25,10 @@ struct Socket {
   // The link carries the data itself (not the kernel): the data calls go to it. Cached from
   // link->kernel_carries_data() so that the kernel path pays one load, not a virtual call.
   std::atomic<bool> user_io{false};
+  // A link reported the connection reset (ECONNRESET) to the application. The kernel gives
+  // that error once; after it, sends fail with EPIPE (and SIGPIPE) and reads see the end
+  // of the stream (user_io.cc, as_after_reset).
+  std::atomic<bool> reset_reported{false};
   // The byte order the peer sends typed arrays in (FASTSOCK_ORDER_*; 0: ours), set through
   // fastsock_set_peer_byte_order (api_array.cc).
   std::atomic<uint8_t> peer_byte_order{0};

@@ -86,14 +86,24 @@ bool is_pipe(int fd) {
 
 }  // namespace
 
+namespace {
+// A link that found the connection reset says so on every call; the kernel reports the
+// reset once, then fails sends with EPIPE and ends reads (0). `after` is what a repeat
+// becomes.
+long as_after_reset(Socket& s, long rc, long after) {
+  if (rc != -ECONNRESET) return rc;
+  return s.reset_reported.exchange(true, std::memory_order_relaxed) ? after : rc;
+}
+}  // namespace
+
 long user_recv(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) {
   if (long rc = check_iov(iov, iovcnt); rc < 0) return rc;
-  return s.link->recv(s, fd, iov, iovcnt, flags);
+  return as_after_reset(s, s.link->recv(s, fd, iov, iovcnt, flags), 0);
 }
 
 long user_send(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) {
   if (long rc = check_iov(iov, iovcnt); rc < 0) return rc;
-  const long rc = s.link->send(s, fd, iov, iovcnt, flags);
+  const long rc = as_after_reset(s, s.link->send(s, fd, iov, iovcnt, flags), -EPIPE);
   if (rc == -EPIPE) raise_sigpipe(flags);
   return rc;
 }

@@ -13,6 +13,8 @@
 #                meson test with should_fail: exits 1 (expected failure) only when it
 #                fails with TEXT, and 0 (an unexpected pass, which fails the run) when it
 #                passes, i.e. the gap was closed, or fails for any other reason
+# FASTSOCK_TEST_LINK names the link both ends' connections must take (default shm; verbs in
+# the rdma suite; vendor with TV_LIB: the test vendor library, see below).
 source "$(dirname "$0")/lib.sh"
 
 nm_syms=""
@@ -30,6 +32,13 @@ done
 name=$1
 shift
 init_test "$name"
+# FASTSOCK_TEST_LINK=vendor: both ends' connections through the test vendor library
+# (tests/vendor/tv.c, TV_LIB), set up as vendor.sh does.
+if [[ ${FASTSOCK_TEST_LINK:-} == vendor ]]; then
+  [[ -f ${TV_LIB:-} ]] || fail "FASTSOCK_TEST_LINK=vendor needs TV_LIB (the test vendor library)"
+  echo "vendor tv library=$TV_LIB names=prefix:tv readiness=poll" >"$WORK/rules"
+  export FASTSOCK_RULES=$WORK/rules TV_DIR=$WORK FASTSOCK_TRANSPORTS=vendor,tcp
+fi
 bin=$(prog "$name")
 [[ -x "$bin" ]] || fail "$bin not built"
 

@@ -20,6 +20,7 @@
 #include "link_io.hpp"
 #include "log.hpp"
 #include "real.hpp"
+#include "signal_restart.hpp"
 
 namespace fastsock::vendors {
 
@@ -389,6 +390,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
   for (;;) {
     const State st = state();
     if (st == State::broken) return sent ? ssize_t(sent) : -ECONNRESET;
+    if (write_shut_) return sent ? ssize_t(sent) : -EPIPE;
     if (!tx_switched_ && !tx_left_ && st == State::linked) {
       send_ack_if_due(fd);
       if (state() == State::broken) continue;
@@ -449,8 +451,13 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       return sent ? ssize_t(sent) : -EAGAIN;
     }
     const bool on_vendor = tx_on_vendor();
-    if (const int w = wait(fd, on_vendor ? POLLOUT : 0, on_vendor ? 0 : POLLOUT, deadline); w < 0)
-      return sent ? ssize_t(sent) : w;
+    if (const int w = wait(fd, on_vendor ? POLLOUT : 0, on_vendor ? 0 : POLLOUT, deadline); w < 0) {
+      if (sent) return ssize_t(sent);
+      // The kernel restarts a send that an SA_RESTART handler interrupted; our poll() in
+      // wait() cannot be restarted by it, so the handlers decide (signal_restart.hpp).
+      if (w == -EINTR && interrupted_call_restarts()) continue;
+      return w;
+    }
   }
 }
 
@@ -539,8 +546,11 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       if (!got && vendor_wait) watch_for_waiter(vendor_wait);
       return got ? ssize_t(got) : -EAGAIN;
     }
-    if (const int w = wait(fd, vendor_wait, tcp_wait, deadline); w < 0)
-      return got ? ssize_t(got) : w;
+    if (const int w = wait(fd, vendor_wait, tcp_wait, deadline); w < 0) {
+      if (got) return ssize_t(got);
+      if (w == -EINTR && interrupted_call_restarts()) continue;  // as send
+      return w;
+    }
   }
 }
 
@@ -615,6 +625,7 @@ int Conn::wait_fds(int fd, short events, pollfd* out) noexcept {
 int Conn::shutdown(int fd, int how) noexcept {
   if (how == SHUT_WR || how == SHUT_RDWR) {
     std::lock_guard tx(tx_lock_);
+    write_shut_ = true;
     // The vendor stream's end goes before TCP's: a receiver takes TCP's end as the end
     // of the stream once the vendor stream ended.
     if (tx_on_vendor()) svc_->shutdown(vfd_, SHUT_WR, true);

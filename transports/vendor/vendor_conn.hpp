@@ -147,6 +147,9 @@ class Conn final : public ServiceClient {
   // Send direction (tx lock; the two flags are also read without it, by waiters).
   std::atomic<bool> tx_switched_{false};
   std::atomic<bool> tx_left_{false};
+  // shutdown(SHUT_WR) was called: sends fail with EPIPE, as on the kernel socket (a send
+  // must not switch to the vendor link after it, where the peer would read on).
+  bool write_shut_ = false;
   uint64_t tcp_sent_ = 0;
   uint64_t vendor_sent_ = 0;
   uint8_t header_out_[sizeof(wire::StreamHeader)] = {};

@@ -22,6 +22,7 @@
 #include "link_io.hpp"
 #include "log.hpp"
 #include "real.hpp"
+#include "signal_restart.hpp"
 #include "transport.hpp"
 
 namespace fastsock::verbs {
@@ -877,7 +878,13 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
     }
     if (got && !waitall) return ssize_t(got);
     if (nonblocking(fd, flags, mode_)) return got ? ssize_t(got) : -EAGAIN;
-    if (const int w = wait(fd, WaitFor::data, deadline); w < 0) return got ? ssize_t(got) : w;
+    if (const int w = wait(fd, WaitFor::data, deadline); w < 0) {
+      if (got) return ssize_t(got);
+      // The kernel restarts a recv that an SA_RESTART handler interrupted; our poll() in
+      // wait() cannot be restarted by it, so the handlers decide (signal_restart.hpp).
+      if (w == -EINTR && interrupted_call_restarts()) continue;
+      return w;
+    }
     waited = true;
   }
 }
@@ -1063,8 +1070,11 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       if (room_wait_expired()) continue;  // the rest goes on TCP
       stall_end = recheck_at_locked(POLLOUT);
     }
-    if (const int w = wait(fd, WaitFor::space, deadline, stall_end); w < 0)
-      return sent ? ssize_t(sent) : w;
+    if (const int w = wait(fd, WaitFor::space, deadline, stall_end); w < 0) {
+      if (sent) return ssize_t(sent);
+      if (w == -EINTR && interrupted_call_restarts()) continue;  // as recv
+      return w;
+    }
   }
 }
 
