@@ -613,7 +613,10 @@ int Conn::wait_fds(int fd, short events, pollfd* out) noexcept {
     if ((events & POLLOUT) && tx_on_vendor()) vendor_events |= POLLOUT;
   }
   waiter_events_.store(arm(vendor_events), std::memory_order_relaxed);
-  short tcp_events = short(events | POLLRDHUP);
+  // TCP's end is news to a reader only: after the peer's half-close TCP stays readable for
+  // good and would wake a waiter for room at once, for ever (a busy loop).
+  short tcp_events = events;
+  if (events & (POLLIN | POLLRDNORM | POLLRDHUP)) tcp_events |= POLLRDHUP;
   // Room on the link is the link's news: TCP, writable all along, would wake a writer
   // waiting for the library's send buffer at once and for ever (a busy loop).
   if (tx_on_vendor()) tcp_events &= short(~(POLLOUT | POLLWRNORM));

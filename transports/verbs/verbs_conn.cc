@@ -734,12 +734,12 @@ int Conn::wait(int fd, WaitFor what, Deadline& deadline, int64_t until_ns) {
   nfds_t n = 0;
   // A failed link wakes nobody any more; its wake-up set is then always readable.
   if (!failed) p[n++] = pollfd{wake_fd_, POLLIN, 0};
-  short tcp = POLLRDHUP;
+  short tcp = 0;  // a waiter for room does not watch TCP's end (see wait_fds)
   {
     std::lock_guard lock(progress_lock_);
     // Data: after the peer's switch offset TCP brings a resync frame or the end, so it is
     // watched whichever carries the stream now.
-    if (what == WaitFor::data) tcp |= POLLIN;
+    if (what == WaitFor::data) tcp |= POLLIN | POLLRDHUP;
     if ((what == WaitFor::space && (!tx_switched_ || tx_back_on_tcp_)) || resend_due_)
       tcp |= POLLOUT;
   }
@@ -1194,7 +1194,12 @@ int Conn::wait_fds(int fd, short events, pollfd* out) noexcept {
     std::lock_guard lock(progress_lock_);
     if (cq_) (void)ibv_req_notify_cq(cq_, 0);
   }
-  short tcp = short(events | POLLRDHUP);
+  // TCP's end matters to a reader (the peer's end or resync frame comes there). A waiter
+  // for room only must not watch it: after the peer's half-close TCP stays readable for
+  // good and would wake it at once, for ever (a busy loop); the link's failure wakes it
+  // through the wake-up set.
+  short tcp = events;
+  if (events & (POLLIN | POLLRDNORM | POLLRDHUP)) tcp |= POLLRDHUP;
   bool failed;
   {
     std::lock_guard lock(progress_lock_);
