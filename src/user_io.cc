@@ -47,6 +47,23 @@ struct FreeDeleter {
 using Bounce = std::unique_ptr<char, FreeDeleter>;
 Bounce bounce() { return Bounce(static_cast<char*>(std::malloc(kBounceSize))); }
 
+// A link that found the connection reset says so on every call; the kernel reports the
+// reset once, then fails sends with EPIPE and ends reads (0). `after` is what a repeat
+// becomes.
+long as_after_reset(Socket& s, long rc, long after) {
+  if (rc != -ECONNRESET) return rc;
+  return s.reset_reported.exchange(true, std::memory_order_relaxed) ? after : rc;
+}
+
+// Every call into the link goes through these two, so that every entry point (send,
+// sendfile, splice, ...) reports a reset the kernel's way.
+long link_send(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) {
+  return as_after_reset(s, s.link->send(s, fd, iov, iovcnt, flags), -EPIPE);
+}
+long link_recv(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) {
+  return as_after_reset(s, s.link->recv(s, fd, iov, iovcnt, flags), 0);
+}
+
 // Sleeps until the link reports one of `events` (or an error or hang-up), or a signal.
 FASTSOCK_CANCELLATION_POINT
 void wait_for_link(Socket& s, int fd, short events) {
@@ -65,7 +82,7 @@ long send_all(Socket& s, int fd, const char* buf, size_t len) {
   size_t sent = 0;
   while (sent < len) {
     iovec v{const_cast<char*>(buf + sent), len - sent};
-    long rc = s.link->send(s, fd, &v, 1, MSG_NOSIGNAL);
+    long rc = link_send(s, fd, &v, 1, MSG_NOSIGNAL);
     if (rc == -EAGAIN) {  // a non-blocking socket is full: wait for room
       wait_for_link(s, fd, POLLOUT);
       continue;
@@ -86,24 +103,14 @@ bool is_pipe(int fd) {
 
 }  // namespace
 
-namespace {
-// A link that found the connection reset says so on every call; the kernel reports the
-// reset once, then fails sends with EPIPE and ends reads (0). `after` is what a repeat
-// becomes.
-long as_after_reset(Socket& s, long rc, long after) {
-  if (rc != -ECONNRESET) return rc;
-  return s.reset_reported.exchange(true, std::memory_order_relaxed) ? after : rc;
-}
-}  // namespace
-
 long user_recv(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) {
   if (long rc = check_iov(iov, iovcnt); rc < 0) return rc;
-  return as_after_reset(s, s.link->recv(s, fd, iov, iovcnt, flags), 0);
+  return link_recv(s, fd, iov, iovcnt, flags);
 }
 
 long user_send(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) {
   if (long rc = check_iov(iov, iovcnt); rc < 0) return rc;
-  const long rc = as_after_reset(s, s.link->send(s, fd, iov, iovcnt, flags), -EPIPE);
+  const long rc = link_send(s, fd, iov, iovcnt, flags);
   if (rc == -EPIPE) raise_sigpipe(flags);
   return rc;
 }
@@ -154,7 +161,7 @@ long user_sendfile(Socket& s, int out_fd, int in_fd, off_t* offset, size_t count
                              : real().read(in_fd, buf.get(), want);
   if (got <= 0) return got == 0 ? 0 : -errno;
   iovec v{buf.get(), size_t(got)};
-  long sent = s.link->send(s, out_fd, &v, 1, MSG_NOSIGNAL);
+  long sent = link_send(s, out_fd, &v, 1, MSG_NOSIGNAL);
   if (sent == -EPIPE) raise_sigpipe(0);
   const size_t kept = sent > 0 ? size_t(sent) : 0;
   // The file position (or *offset) advances by what was sent, as with the kernel's sendfile.
@@ -178,7 +185,7 @@ long user_splice_from(Socket& s, int fd, int pipe_out, loff_t* off_out, size_t l
   Bounce buf = bounce();
   if (!buf) return -ENOMEM;
   iovec v{buf.get(), std::min({len, room, kBounceSize})};
-  const long got = s.link->recv(s, fd, &v, 1, (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0);
+  const long got = link_recv(s, fd, &v, 1, (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0);
   if (got <= 0) return got;
   size_t put = 0;
   while (put < size_t(got)) {

@@ -149,6 +149,14 @@ void wait_for_log(int timeout_s, const char* fmt, ...) {
   }
 }
 
+void wait_for_link_up(int fd) {
+  const char* link = both_ends_link();
+  if (strcmp(link, "verbs") == 0)
+    wait_for_log(10, "fd=%d verbs: RDMA connection established", fd);
+  else if (strcmp(link, "vendor") == 0)
+    wait_for_log(10, "fd=%d vendor: linked through", fd);
+}
+
 void expect_no_log(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -58,6 +58,9 @@ void expect_no_fd_log(void);
 // reaches on its own time (the verbs link comes up after the TCP connect). No-op without
 // the library.
 void wait_for_log(int timeout_s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+// Waits until the link FASTSOCK_TEST_LINK names (verbs, vendor) is up under `fd` (its log
+// line; 10 s at most). shm is up from accept() on: nothing to wait for.
+void wait_for_link_up(int fd);
 
 // "127.0.0.1:port" or "[::1]:port".
 const char* addr_str(const struct sockaddr_storage* ss, char* buf, size_t len);

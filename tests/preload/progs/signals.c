@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -58,6 +60,27 @@ static void expect_epipe(int c, int flags, const char* how) {
   CHECK(0, "%s: no EPIPE after 50 sends", how);
 }
 
+// The same through sendfile (the library sends a file's bytes through the link itself):
+// after a reset, ECONNRESET once, then EPIPE (a link that repeated the reset there never
+// gave EPIPE).
+static void expect_epipe_sendfile(int c, const char* how) {
+  int file = (int)SYS(memfd_create("signals-sendfile", 0));
+  SYS(write(file, "x", 1));
+  for (int i = 0; i < 50; i++) {
+    off_t at = 0;
+    ssize_t n = sendfile(c, file, &at, 1);
+    if (n == -1 && errno == EPIPE) {
+      ok("%s: sendfile fails with EPIPE, process alive", how);
+      SYS(close(file));
+      return;
+    }
+    CHECK(n == 1 || (n == -1 && errno == ECONNRESET), "%s: sendfile returned %zd (%s)", how, n,
+          n < 0 ? strerror(errno) : "");
+    sleep_ms(10);
+  }
+  CHECK(0, "%s: no EPIPE after 50 sendfile calls", how);
+}
+
 static void sigpipe_kills(int by_reset) {
   fflush(stdout);
   int pid = (int)SYS(fork());
@@ -90,6 +113,15 @@ static void epipe_cases(void) {
     char how[64];
     snprintf(how, sizeof how, "SIG_IGN, %s", what);
     expect_epipe(c, 0, how);
+    SYS(close(c));
+    if (!by_reset) SYS(close(s));
+
+    tcp_pair(AF_INET, &c, &s);
+    wait_for_link_up(c);  // so that sendfile's bytes go through the link
+    wait_for_link_up(s);
+    make_unsendable(c, s, by_reset);
+    snprintf(how, sizeof how, "SIG_IGN, %s", what);
+    expect_epipe_sendfile(c, how);
     SYS(close(c));
     if (!by_reset) SYS(close(s));
 
