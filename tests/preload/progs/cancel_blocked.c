@@ -60,6 +60,8 @@ int main(void) {
   conn = (int)SYS(socket(AF_INET, SOCK_STREAM, 0));
   SYS(connect(conn, (struct sockaddr*)&a, sizeof a));
   int peer = (int)SYS(accept(listener, NULL, NULL));
+  wait_for_link_up(conn);  // over verbs: block on the link, not on TCP before it is up
+  wait_for_link_up(peer);
   expect_transport(conn, both_ends_link());
 
   pthread_t t[3];
