@@ -336,6 +336,8 @@ void Conn::watch_for_waiter(short vendor_events) noexcept {
 }
 
 short Conn::arm(short vendor_events) noexcept {
+  if (sleepers_[0].load(std::memory_order_seq_cst) > 0) vendor_events |= POLLIN;
+  if (sleepers_[1].load(std::memory_order_seq_cst) > 0) vendor_events |= POLLOUT;
   if (vfd_ < 0 || state() != State::linked) vendor_events = 0;
   if (vendor_events && poll_readiness_) {
     svc_->arm(this, vfd_, vendor_events);
@@ -360,26 +362,50 @@ int Conn::wait(int fd, short vendor_events, short tcp_events, Deadline& deadline
     while (now_ns() < spin_end)
       if (vendor_revents(vendor_events) & (vendor_events | POLLHUP | POLLERR)) return 0;
   }
+  int timeout_ms = deadline.poll_ms(fd);
+  if (timeout_ms == 0) return -EAGAIN;
+  if (tcp_eof_ns_) timeout_ms = timeout_ms < 0 ? 100 : std::min(timeout_ms, 100);
+  // Counted before arming, so that a waiter of the other kind that wakes meanwhile
+  // re-arms for us too (pass_on_wakeup).
+  std::atomic<int>* sleepers = vendor_events & POLLIN    ? &sleepers_[0]
+                               : vendor_events & POLLOUT ? &sleepers_[1]
+                                                         : nullptr;
+  if (sleepers) sleepers->fetch_add(1, std::memory_order_seq_cst);
   arm(vendor_events);
   pollfd p[2];
   nfds_t nfds = 0;
   p[nfds++] = pollfd{wake_, POLLIN, 0};
   // After TCP's end only the link is news (TCP would be readable for ever).
   if (tcp_events != 0 || !tcp_eof_ns_) p[nfds++] = pollfd{fd, short(tcp_events | POLLRDHUP), 0};
-  int timeout_ms = deadline.poll_ms(fd);
-  if (timeout_ms == 0) return -EAGAIN;
-  if (tcp_eof_ns_) timeout_ms = timeout_ms < 0 ? 100 : std::min(timeout_ms, 100);
   const int rc = real().poll(p, nfds, timeout_ms);
   const int err = errno;
-  after_wait();
+  if (sleepers) sleepers->fetch_sub(1, std::memory_order_seq_cst);
+  drain_notifications();
+  pass_on_wakeup();
   if (rc < 0) return -err;
   if (rc == 0 && deadline.passed(fd)) return -EAGAIN;
   return 0;
 }
 
-void Conn::after_wait() noexcept {
+void Conn::drain_notifications() noexcept {
   uint64_t v;
   (void)!real().read(notify_, &v, sizeof v);
+}
+
+void Conn::after_wait() noexcept {  // a poll/epoll waiter woke
+  drain_notifications();
+  pass_on_wakeup();
+}
+
+void Conn::pass_on_wakeup() noexcept {
+  short asleep = 0;
+  if (sleepers_[0].load(std::memory_order_seq_cst) > 0) asleep |= POLLIN;
+  if (sleepers_[1].load(std::memory_order_seq_cst) > 0) asleep |= POLLOUT;
+  if (!asleep || vfd_ < 0 || state() != State::linked) return;
+  arm(asleep);
+  // A waiter woken for nothing re-arms and sleeps, so this never loops between two
+  // waiters unless one of them has what it waits for.
+  if (vendor_revents(asleep) & (asleep | POLLHUP | POLLERR)) notify();
 }
 
 ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {

@@ -115,7 +115,15 @@ class Conn final : public ServiceClient {
   // Sleeps until the vendor connection has `vendor_events`, TCP has `tcp_events`, the
   // link's state changes, or the socket's deadline. 0 or -errno.
   int wait(int fd, short vendor_events, short tcp_events, link_io::Deadline& deadline);
+  // Asks the link to watch `vendor_events` and whatever the threads asleep in wait() need
+  // (sleepers_): the service keeps one event set per connection, and a set that named
+  // only the last waiter's events left a reader and a writer thread asleep for good.
   short arm(short vendor_events) noexcept;
+  // A blocking wait just took the connection's notification (one eventfd, drained by
+  // whichever waiter wakes first): re-arms what the waiters still asleep need and, if
+  // one of them can go on now, wakes it (shm's pass_on_signal does the same).
+  void pass_on_wakeup() noexcept;
+  void drain_notifications() noexcept;
   // A non-blocking call would block on the link: the events a poll/epoll waiter armed
   // were computed before this call moved a direction onto the link (an edge-triggered
   // waiter would sleep through the link's bytes), so the link watches these too.
@@ -141,6 +149,8 @@ class Conn final : public ServiceClient {
   int wake_ = -1;    // epoll set of notify_ and (readiness=fd) vfd_: what waiters poll
   short vfd_events_ = 0;  // what wake_ watches on vfd_ now
   std::atomic<short> waiter_events_{0};  // what the last poll/epoll waiter armed on vfd_
+  // Threads asleep in wait() for the link's POLLIN ([0]) and POLLOUT ([1]).
+  std::atomic<int> sleepers_[2] = {};
 
   std::mutex state_lock_, tx_lock_, rx_lock_;
 
