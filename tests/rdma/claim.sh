@@ -81,7 +81,10 @@ connect_client() {
 
 connect_client a
 port_a=$CLIENT_PORT
-verdict=$("$forger" "$other" "$SOFTROCE_ADDR" "$PORT" "$SOFTROCE_ADDR" "$port_a" 2>&1)
+# Bounded: librdmacm's own wait for a connect response can take minutes (its retries), and
+# a test that hangs silently says nothing about where.
+verdict=$(timeout 30 "$forger" "$other" "$SOFTROCE_ADDR" "$PORT" "$SOFTROCE_ADDR" "$port_a" 2>&1) ||
+  [[ $? -ne 124 ]] || fail "the forged request from $other got no answer within 30 s"
 [[ $verdict == rejected ]] ||
   fail "a request from $other for $SOFTROCE_ADDR:$port_a's connection: '$verdict', not rejected"
 grep -q "refused a connect request from $other:[0-9]* for the connection $SOFTROCE_ADDR:$port_a" "$log" ||
@@ -89,7 +92,8 @@ grep -q "refused a connect request from $other:[0-9]* for the connection $SOFTRO
 note "a request from $other claiming $SOFTROCE_ADDR:$port_a's connection: rejected, the reason logged"
 
 connect_client b
-verdict=$("$forger" "$SOFTROCE_ADDR" "$SOFTROCE_ADDR" "$PORT" "$SOFTROCE_ADDR" "$CLIENT_PORT" 2>&1)
+verdict=$(timeout 30 "$forger" "$SOFTROCE_ADDR" "$SOFTROCE_ADDR" "$PORT" "$SOFTROCE_ADDR" "$CLIENT_PORT" 2>&1) ||
+  [[ $? -ne 124 ]] || fail "control: the request from the client's own address got no answer within 30 s"
 [[ $verdict == accepted ]] ||
   fail "control: the same request from the client's own address: '$verdict', not accepted"
 note "control: the same forger from the client's own address is accepted"
