@@ -178,10 +178,9 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
   }
   void option_set(Socket& s, int level, int name, const void* value,
                   socklen_t len) noexcept override {
-    if (!s.link_state || level != SOL_SOCKET || name != SO_LINGER || len < socklen_t(sizeof(linger)))
-      return;
-    const auto* lg = static_cast<const linger*>(value);
-    conn(s).set_abortive_close(lg->l_onoff && lg->l_linger == 0);
+    bool abortive;
+    if (s.link_state && abortive_linger(level, name, value, len, &abortive))
+      conn(s).set_abortive_close(abortive);
   }
   size_t exec_handover(Socket& s, int fd, char* out, size_t cap) noexcept override {
     (void)fd;

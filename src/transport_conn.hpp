@@ -10,6 +10,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -17,6 +18,17 @@
 #include "transport.hpp"
 
 namespace fastsock {
+
+// For Transport::option_set: true when the option is SO_LINGER, with `abortive` set to
+// whether it is {1, 0}. The kernel resets the connection at such a close, and the peer
+// must see that reset (ECONNRESET), not the orderly end a link would deliver first.
+inline bool abortive_linger(int level, int name, const void* value, socklen_t len,
+                            bool* abortive) noexcept {
+  if (level != SOL_SOCKET || name != SO_LINGER || len < socklen_t(sizeof(linger))) return false;
+  const auto* lg = static_cast<const linger*>(value);
+  *abortive = lg->l_onoff && lg->l_linger == 0;
+  return true;
+}
 
 template <typename Derived, typename Conn>
 class ConnTransport : public Transport {

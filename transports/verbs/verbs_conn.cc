@@ -1338,7 +1338,8 @@ void Conn::close(int fd) noexcept {
   {
     std::lock_guard lock(progress_lock_);
     progress_locked();
-    if (tx_switched_ && !tx_back_on_tcp_ && !fin_sent_ && !link_error_ && qp_) {
+    if (tx_switched_ && !tx_back_on_tcp_ && !fin_sent_ && !link_error_ && qp_ &&
+        !abortive_close_) {
       if (post_control(Msg::fin, nullptr, 0) == 0) fin_sent_ = true;
     }
   }
@@ -1360,7 +1361,7 @@ void Conn::close(int fd) noexcept {
   bool owed;
   {
     std::lock_guard lock(progress_lock_);
-    owed = tx_resync_pending();
+    owed = tx_resync_pending() && !abortive_close_;  // a reset discards them, as the kernel's
   }
   while (owed && still_our_socket(fd)) {
     int rc;

@@ -89,6 +89,8 @@ class Conn final : public CmClient {
   int64_t recheck_at(short events) noexcept;
   int shutdown(int fd, int how) noexcept;
   void downgrade(int fd, const char* why) noexcept;
+  // SO_LINGER {1, 0} is set (or cleared): close() then resets, as the kernel does.
+  void set_abortive_close(bool abortive) noexcept { abortive_close_ = abortive; }
   // The application closes the connection; `fd` is its descriptor if still open (else -1).
   void close(int fd) noexcept;
 
@@ -237,6 +239,9 @@ class Conn final : public CmClient {
   bool tx_switched_ = false;
   bool fin_sent_ = false;
   bool write_shut_ = false;
+  // SO_LINGER {1, 0}: close() posts no FIN and resends nothing; the kernel's reset is the
+  // end the peer sees (ECONNRESET), as on TCP.
+  std::atomic<bool> abortive_close_{false};
   bool tx_back_on_tcp_ = false;  // after a downgrade (either end's), sends go to TCP
   uint64_t tcp_sent_ = 0;        // bytes sent on TCP before the switch
   uint64_t link_sent_ = 0;       // bytes sent on the link

@@ -118,7 +118,12 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
     return c ? c->recheck_at(events) : 0;
   }
   bool peer_shares_cpu(Socket&) noexcept override { return false; }
-  void option_set(Socket&, int, int, const void*, socklen_t) noexcept override {}
+  void option_set(Socket& s, int level, int name, const void* value,
+                  socklen_t len) noexcept override {
+    bool abortive;
+    if (s.link_state && abortive_linger(level, name, value, len, &abortive))
+      conn(s).set_abortive_close(abortive);
+  }
   void detach(Socket& s) noexcept override {
     auto* c = static_cast<verbs::Conn*>(s.link_state);
     if (!c) return;
