@@ -288,7 +288,8 @@ void tcp_pair(int family, int* client, int* server) {
   *server = (int)SYS(accept(lfd, NULL, NULL));
   SYS(close(lfd));
   // Over verbs the link comes up a little after accept(): a check made before would test
-  // TCP. (vendor's handshake needs the application's own reads and writes: no wait.)
+  // TCP. (Over vendor the programs also exercise a connection used while its handshake is
+  // under way, as they always did: a program that needs the link waits itself.)
   if (strcmp(both_ends_link(), "verbs") == 0) {
     wait_for_link_up(*client);
     wait_for_link_up(*server);
