@@ -117,9 +117,10 @@ TEST_CASE("a connector process and an acceptor process exchange descriptors") {
   REQUIRE(child > 0);
   const int accepted = accept(srv.fd, nullptr, nullptr);
   REQUIRE(accepted >= 0);
-  // A generous budget, as below: the default 2 ms is for a connector under the library,
-  // whose hello precedes its SYN; this child sends it after connect(), and on a loaded
-  // machine (the fuzzers run beside the unit tests in CI) once missed 2 ms.
+  // A generous budget, as below: this case is about the descriptors. With the default
+  // 2 ms (what the library waits, a later hello leaving the connection on TCP:
+  // docs/shm-rendezvous.md, step 5) the child once missed it on a loaded machine (the
+  // fuzzers run beside the unit tests in CI).
   CHECK(accept_connector(listener, accepted, 20'000'000) == child);
   CHECK(wait_exit(child) == 0);
   close(accepted);
