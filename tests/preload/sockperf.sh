@@ -5,7 +5,8 @@
 # (the connections must stay on TCP, with the reason in the log). Every run must report
 # valid results: ping-pong a latency, every reply received, no dropped, duplicated or
 # out-of-order message; throughput a message rate. Under the library the log's byte counts
-# must be exactly sockperf's message counts times the message size, mirrored on both ends.
+# must be sockperf's message counts times the message size, mirrored on both ends (throughput:
+# within one message, see below).
 source "$(dirname "$0")/lib.sh"
 init_test sockperf
 require_cmd sockperf
