@@ -57,8 +57,14 @@ struct EpollSet {
 // One lock for all of it: sets with user-link connections are few, and it is held for
 // short bookkeeping only, never across a wait.
 std::mutex g_lock;
+
+// The only flags the kernel accepts together with EPOLLEXCLUSIVE (fs/eventpoll.c,
+// EPOLLEXCLUSIVE_OK_BITS).
+constexpr uint32_t kExclusiveBits =
+    EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE;
 EpollSet* g_sets = nullptr;
 std::atomic<int> g_set_count{0};  // sets with user-link registrations: 0 = all go to the kernel
+std::atomic<int> g_rung_bells{0};  // sets whose bell is rung: 0 = refresh_bells has nothing to do
 uint64_t g_wait_calls = 0;
 
 void fork_prepare() noexcept { g_lock.lock(); }
@@ -103,6 +109,7 @@ void destroy_set(EpollSet* set) {
   for (EpollSet** p = &g_sets; *p; p = &(*p)->next)
     if (*p == set) { *p = set->next; break; }
   internal_fds::close(set->bell);
+  if (set->bell_rung) g_rung_bells.fetch_sub(1, std::memory_order_relaxed);
   g_set_count.fetch_sub(1, std::memory_order_relaxed);
   delete set;
 }
@@ -117,6 +124,7 @@ void update_bell(EpollSet& set) {
   else
     (void)!real().read(set.bell, &v, sizeof v);
   set.bell_rung = want;
+  g_rung_bells.fetch_add(want ? 1 : -1, std::memory_order_relaxed);
 }
 
 // poll()'s view of the link mapped to epoll's bits (they are the same values on Linux).
@@ -162,8 +170,14 @@ int arm(Registration& r, bool add_to_kernel) {
   if (add_to_kernel) r.wake_count = 0;
   for (int i = 0; i < n; ++i) {
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (r.events & EPOLLEXCLUSIVE) |
-                ((w[i].events & POLLOUT) ? uint32_t(EPOLLOUT) : 0);
+    if (r.events & EPOLLEXCLUSIVE) {
+      // The kernel takes only kExclusiveBits with EPOLLEXCLUSIVE (no EPOLLRDHUP: a peer's
+      // end makes the socket readable anyway) and never lets the registration change, so
+      // it watches for room from the start if the application asked for it.
+      ev.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE | (r.events & EPOLLOUT);
+    } else {
+      ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET | ((w[i].events & POLLOUT) ? uint32_t(EPOLLOUT) : 0);
+    }
     ev.data.ptr = &r;
     int k = 0;
     while (k < r.wake_count && r.wake[k] != w[i].fd) ++k;
@@ -174,7 +188,15 @@ int arm(Registration& r, bool add_to_kernel) {
       continue;
     }
     if (!add_to_kernel) continue;  // shared with another registration of this connection
-    if (real().epoll_ctl(r.set->epfd, EPOLL_CTL_ADD, w[i].fd, &ev) != 0) {
+    int added = real().epoll_ctl(r.set->epfd, EPOLL_CTL_ADD, w[i].fd, &ev);
+    if (added != 0 && errno == EINVAL && (ev.events & EPOLLEXCLUSIVE)) {
+      // The link's wake descriptor is itself an epoll set (verbs, vendor), which the kernel
+      // never watches exclusively. Waking every waiter is within EPOLLEXCLUSIVE's promise
+      // ("one or more").
+      ev.events &= ~uint32_t(EPOLLEXCLUSIVE);
+      added = real().epoll_ctl(r.set->epfd, EPOLL_CTL_ADD, w[i].fd, &ev);
+    }
+    if (added != 0) {
       if (errno == EEXIST) continue;  // shared with another registration of this connection
       return -errno;
     }
@@ -295,6 +317,10 @@ bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
       epoll_event probe{};
       if (real().epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &probe) != 0 && errno != ENOENT) {
         *rc = -errno;
+        return true;
+      }
+      if ((event->events & EPOLLEXCLUSIVE) && (event->events & ~kExclusiveBits)) {
+        *rc = -EINVAL;  // as the kernel says (e.g. EPOLLEXCLUSIVE with EPOLLONESHOT)
         return true;
       }
       EpollSet* set = find_or_create_set(epfd);
@@ -438,6 +464,31 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
     }
     if (n > 0 || k == 0) { *rc = n; return true; }  // events, or the timeout expired
     // Only wake-ups with nothing ready for the application: wait again for the rest.
+  }
+}
+
+void refresh_bells(int except_epfd) noexcept {
+  if (g_rung_bells.load(std::memory_order_relaxed) == 0) return;
+  // Never wait for the lock: its holder only does bookkeeping, and this may run in a signal
+  // handler that interrupted it. A bell left stale is a spurious wake-up, not a lost one.
+  std::unique_lock lock(g_lock, std::try_to_lock);
+  if (!lock) return;
+  for (EpollSet* set = g_sets; set; set = set->next) {
+    if (!set->bell_rung || set->epfd == except_epfd) continue;
+    for (Registration** p = &set->ready; *p;) {
+      Registration& r = **p;
+      if (!r.disabled) {
+        // As a wait does: a connection leaves the list only after it is armed and looked
+        // at once more, so that a change between the looks wakes its waiters.
+        if (readiness(r) || ((void)arm(r, false), readiness(r))) {
+          p = &r.next_ready;
+          continue;
+        }
+      }
+      *p = r.next_ready;
+      r.on_ready_list = false;
+    }
+    update_bell(*set);
   }
 }
 

@@ -29,6 +29,14 @@ bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc);
 bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const sigset_t* mask,
           long* rc);
 
+// The kernel re-checks an epoll set's level-triggered items whenever the set's descriptor is
+// polled (by poll(), select() or an outer epoll set), so a connection read dry since the
+// set's last wait no longer makes the set readable. Our sets say "readable" through their
+// bell, which only a wait on the set itself brings up to date; every wait that may watch a
+// set's descriptor from outside calls this first (one relaxed load when no bell is rung).
+// `except_epfd`: the set the caller is about to wait on (its wait re-checks it anyway).
+void refresh_bells(int except_epfd = -1) noexcept;
+
 // The connection is going away (its last descriptor closed): drop its registrations.
 void forget_socket(Socket& s) noexcept;
 
