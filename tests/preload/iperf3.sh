@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# iperf3.sh: an iperf3 server (-1: one test, then exit) and client (-t 2), both under the
-# library, with --json output. The transfer must move data, the server's and the client's
-# reports must agree, and the log must show the control and data connections with byte
-# counts at least as large as iperf3's own.
+# iperf3.sh: an iperf3 server (-1: one test, then exit) and client (-t 2) with --json
+# output: first both under the library, then only the client, then only the server. Every
+# run: the transfer must move data and the server's and the client's reports must agree.
+# Both ends under the library: the log shows the control and data connections on the link
+# with byte counts at least as large as iperf3's own. One end alone: every connection
+# stays on TCP with the reason.
 source "$(dirname "$0")/lib.sh"
 init_test iperf3
 require_cmd iperf3
@@ -10,17 +12,23 @@ py=/usr/bin/python3
 [[ -x $py ]] || skip "$py is not installed"
 require_preload_prefix_ok iperf3 --version
 
-port=$(free_port)
-start_bg server 60 under_fastsock iperf3 -s -1 -p "$port" --json --logfile "$WORK/server.json"
-wait_for_port "$port" 15 "$BG_PID"
-run_fg client 60 under_fastsock iperf3 -c 127.0.0.1 -p "$port" -t 2 --json \
-  --logfile "$WORK/client.json"
-expect_bg_ok server
-
 # Bytes still in flight when the test ends are at most a full send buffer plus a full
 # receive buffer.
 inflight=$(($(awk '{print $3}' /proc/sys/net/ipv4/tcp_wmem) + $(awk '{print $3}' /proc/sys/net/ipv4/tcp_rmem)))
-report=$($py - "$WORK/client.json" "$WORK/server.json" "$inflight" 2>&1 <<'PY'
+
+# iperf3_run MODE: MODE as in set_ends; checks iperf3's two reports and sets port, sent
+# and received.
+iperf3_run() {
+  local mode=$1 report
+  set_ends "$mode"
+  port=$(free_port)
+  start_bg "$mode-server" 60 $SERVER_WRAP iperf3 -s -1 -p "$port" --json \
+    --logfile "$WORK/$mode-server.json"
+  wait_for_port "$port" 15 "$BG_PID"
+  run_fg "$mode-client" 60 $CLIENT_WRAP iperf3 -c 127.0.0.1 -p "$port" -t 2 --json \
+    --logfile "$WORK/$mode-client.json"
+  expect_bg_ok "$mode-server"
+  report=$($py - "$WORK/$mode-client.json" "$WORK/$mode-server.json" "$inflight" 2>&1 <<'PY'
 import json, sys
 client = json.load(open(sys.argv[1]))
 server = json.load(open(sys.argv[2]))
@@ -39,9 +47,12 @@ if not 0 <= sent - received <= inflight:
     sys.exit(f"sent {sent} vs received {received}: differ by more than {inflight} in flight")
 print(sent, received)
 PY
-) || fail "iperf3's reports: $report"
-read -r sent received <<<"$report"
-note "iperf3: client sent $sent bytes, server received $received bytes"
+  ) || fail "$mode: iperf3's reports: $report"
+  read -r sent received <<<"$report"
+  note "$mode: iperf3's client sent $sent bytes, its server received $received bytes"
+}
+
+iperf3_run both
 
 log_assert_interception
 client_pid=$(grep -oE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ client ' "$LOG" | head -1 | grep -oE '[0-9]+' | head -1)
@@ -59,4 +70,11 @@ max_recv=$(grep -F "fastsock[$server_pid] " "$LOG" | sed -nE 's/.* closed sent=[
   fail "library counted ${max_recv:-no} bytes received by the server, iperf3 reports $received"
 note "library counted $max_sent bytes sent (client data connection), $max_recv received (server)"
 log_assert_no_errors
+
+for mode in client-only server-only; do
+  : >"$LOG"
+  iperf3_run "$mode"
+  log_assert_stayed_tcp "$mode"
+  log_assert_no_errors
+done
 note "PASS"
