@@ -518,6 +518,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
         return got ? ssize_t(got) : -ECONNRESET;
       }
       if (n == 0) vendor_eof_ = true;
+      if (read_shut_) return ssize_t(got);  // shutdown(SHUT_RD): nothing waiting, the end
       if (peer_resynced_) {  // the peer said how much the link carries: it must come
         if (vendor_eof_) {
           reset(fd, "the vendor connection ended before the peer's last vendor bytes");
@@ -658,6 +659,10 @@ int Conn::shutdown(int fd, int how) noexcept {
     // The vendor stream's end goes before TCP's: a receiver takes TCP's end as the end
     // of the stream once the vendor stream ended.
     if (tx_on_vendor()) svc_->shutdown(vfd_, SHUT_WR, true);
+  }
+  if (how == SHUT_RD || how == SHUT_RDWR) {
+    std::lock_guard rx(rx_lock_);
+    read_shut_ = true;
   }
   return real().shutdown(fd, how) == 0 ? 0 : -errno;
 }

@@ -166,6 +166,9 @@ class Conn final : public ServiceClient {
   uint8_t header_left_ = 0;
 
   // Receive direction (rx lock).
+  // shutdown(SHUT_RD) was called: a read that finds nothing waiting is the end of stream,
+  // as on the kernel socket (whose own end of stream must not pass for a dead peer's).
+  bool read_shut_ = false;
   Peer peer_ = Peer::unknown;
   bool peer_acked_ = false;  // the peer read our Switch: a resync frame may follow it on TCP
   uint8_t header_in_[sizeof(wire::StreamHeader)] = {};

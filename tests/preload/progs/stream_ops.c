@@ -1,8 +1,10 @@
 // Stream semantics on loopback TCP pairs inside one process: names and options, MSG_PEEK,
 // MSG_WAITALL (the data arrives in pieces from a second thread), MSG_DONTWAIT, MSG_MORE,
 // readv/writev, sendmsg/recvmsg, sendto/recvfrom, sendmmsg/recvmmsg, half-close
-// (shutdown SHUT_WR: the peer reads EOF and still sends back) and SO_LINGER (zero linger
-// resets the connection; a positive linger delivers everything first).
+// (shutdown SHUT_WR: the peer reads EOF and still sends back), SHUT_RD and SHUT_RDWR (what
+// was already there is still read, then end of stream; SHUT_RDWR also ends the writes) and
+// SO_LINGER (zero linger resets the connection; a positive linger delivers everything
+// first).
 //
 // The program counts every byte each descriptor sends and consumes (peeked bytes are not
 // consumed) and, under fastsock, expects exactly those counts in the `closed` log lines.
@@ -10,6 +12,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -231,6 +234,57 @@ static void half_close(void) {
   ok("half-close: peer reads EOF after SHUT_WR and still sends 200 bytes back");
 }
 
+// shutdown(SHUT_RD) and shutdown(SHUT_RDWR) on their own pairs, with bytes waiting.
+static void shut_read(void) {
+  int c, s;
+  tcp_pair(AF_INET, &c, &s);
+  char buf[256], in[256];
+  fill_pattern(buf, 100, 12, 0);
+  write_all(c, buf, 100);
+  SYS(shutdown(s, SHUT_RD));
+  // Linux still returns what was queued before the SHUT_RD, then end of stream; poll says
+  // readable (and read-hung-up) from then on, as for an end of stream.
+  read_exact(s, in, 100);
+  check_pattern(in, 100, 12, 0, "bytes queued before SHUT_RD");
+  ssize_t n = recv(s, in, sizeof in, 0);
+  CHECK(n == 0, "recv after SHUT_RD with nothing queued returned %zd, want 0", n);
+  struct pollfd p = {.fd = s, .events = POLLIN | POLLRDHUP};
+  CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLIN) && (p.revents & POLLRDHUP),
+        "poll after SHUT_RD: revents %#x, want POLLIN|POLLRDHUP", p.revents);
+  // The other direction is untouched: the end that shut its reading still sends.
+  fill_pattern(buf, 50, 13, 0);
+  write_all(s, buf, 50);
+  read_exact(c, in, 50);
+  check_pattern(in, 50, 13, 0, "bytes sent after SHUT_RD");
+  expect_closed_log(s, 50, 100);
+  SYS(close(s));
+  CHECK(recv(c, in, sizeof in, 0) == 0, "the peer of a closed end reads end of stream");
+  SYS(close(c));
+  ok("SHUT_RD: queued bytes still read, then end of stream (poll: POLLIN|POLLRDHUP); sending goes on");
+
+  tcp_pair(AF_INET, &c, &s);
+  fill_pattern(buf, 64, 14, 0);
+  write_all(s, buf, 64);
+  write_all(c, buf, 32);
+  SYS(shutdown(c, SHUT_RDWR));
+  read_exact(c, in, 64);
+  check_pattern(in, 64, 14, 0, "bytes queued before SHUT_RDWR");
+  n = recv(c, in, sizeof in, 0);
+  CHECK(n == 0, "recv after SHUT_RDWR returned %zd, want 0", n);
+  n = send(c, buf, 1, MSG_NOSIGNAL);
+  CHECK(n == -1 && errno == EPIPE, "send after SHUT_RDWR returned %zd, want EPIPE", n);
+  // The peer gets what was sent before, then end of stream.
+  read_exact(s, in, 32);
+  check_pattern(in, 32, 14, 0, "bytes sent before SHUT_RDWR");
+  n = recv(s, in, sizeof in, 0);
+  CHECK(n == 0, "the peer of a SHUT_RDWR end read %zd, want end of stream", n);
+  expect_closed_log(c, 32, 64);
+  expect_closed_log(s, 64, 32);
+  SYS(close(c));
+  SYS(close(s));
+  ok("SHUT_RDWR: queued bytes still read, then end of stream; send fails with EPIPE; the peer reads all, then end of stream");
+}
+
 static void linger(void) {
   // Zero linger: close sends RST, the peer's next read fails with ECONNRESET.
   int c, s;
@@ -294,6 +348,7 @@ int main(void) {
   expect_closed_log(g_s.fd, g_s.sent, g_s.received);
   SYS(close(g_c.fd));
   SYS(close(g_s.fd));
+  shut_read();
   linger();
   return 0;
 }
