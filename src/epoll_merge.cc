@@ -1,6 +1,7 @@
 #include "epoll_merge.hpp"
 
 #include <sys/eventfd.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "cancel_point.hpp"
 #include "fd_table.hpp"
+#include "guard.hpp"
 #include "internal_fds.hpp"
 #include "link_io.hpp"
 #include "process.hpp"
@@ -64,7 +66,17 @@ constexpr uint32_t kExclusiveBits =
     EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE;
 EpollSet* g_sets = nullptr;
 std::atomic<int> g_set_count{0};  // sets with user-link registrations: 0 = all go to the kernel
-std::atomic<int> g_rung_bells{0};  // sets whose bell is rung: 0 = refresh_bells has nothing to do
+std::atomic<int> g_rung_bells{0};  // sets whose bell is rung: 0 = nothing to refresh
+
+// A set of ours registered in another epoll set (EPOLL_CTL_ADD of its descriptor there),
+// by descriptor numbers: a wait on the outer set re-checks the inner one first.
+struct Nesting {
+  int outer;
+  int inner;
+  Nesting* next;
+};
+Nesting* g_nestings = nullptr;
+std::atomic<int> g_nesting_count{0};
 uint64_t g_wait_calls = 0;
 
 void fork_prepare() noexcept { g_lock.lock(); }
@@ -298,7 +310,72 @@ void list_rechecks_due(int epfd) {
 
 }  // namespace
 
+namespace {
+
+// Brings the set's ready list, and so its bell, up to date without reporting anything.
+void refresh_set(EpollSet& set) {
+  for (Registration** p = &set.ready; *p;) {
+    Registration& r = **p;
+    // As a wait does: a connection leaves the list only after it is armed and looked at
+    // once more, so that a change between the looks wakes its waiters.
+    if (!r.disabled && (readiness(r) || ((void)arm(r, false), readiness(r)))) {
+      p = &r.next_ready;
+      continue;
+    }
+    *p = r.next_ready;
+    r.on_ready_list = false;
+  }
+  update_bell(set);
+}
+
+void refresh_inner_sets(int outer) {
+  if (g_nesting_count.load(std::memory_order_relaxed) == 0) return;
+  for (Nesting* n = g_nestings; n; n = n->next)
+    if (n->outer == outer)
+      if (EpollSet* set = find_set(n->inner); set && set->bell_rung) refresh_set(*set);
+}
+
+// The set with this descriptor, if it is one of ours, and the sets of ours it holds.
+void refresh_fd(int fd) {
+  if (EpollSet* set = find_set(fd); set && set->bell_rung) refresh_set(*set);
+  refresh_inner_sets(fd);
+}
+
+template <class F>
+void refresh(F&& body) noexcept {
+  if (g_rung_bells.load(std::memory_order_relaxed) == 0) return;
+  // Not for the library's own calls (a vendor library's poll inside a link's operation
+  // must not re-enter the links), and never waiting for the lock: its holder only does
+  // bookkeeping, and this may run in a signal handler that interrupted it. A bell left
+  // stale is a spurious wake-up, not a lost one.
+  if (inside_library()) return;
+  std::unique_lock lock(g_lock, std::try_to_lock);
+  if (lock) body();
+}
+
+void note_nesting(int outer, int op, int inner) {
+  std::lock_guard lock(g_lock);
+  Nesting** p = &g_nestings;
+  while (*p && !((*p)->outer == outer && (*p)->inner == inner)) p = &(*p)->next;
+  if (op == EPOLL_CTL_DEL && *p) {
+    Nesting* gone = *p;
+    *p = gone->next;
+    delete gone;
+    g_nesting_count.fetch_sub(1, std::memory_order_relaxed);
+  } else if (op == EPOLL_CTL_ADD && !*p && find_set(inner)) {
+    if (auto* n = new (std::nothrow) Nesting{outer, inner, g_nestings}) {
+      g_nestings = n;
+      g_nesting_count.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+}  // namespace
+
 bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
+  if ((op == EPOLL_CTL_ADD && g_set_count.load(std::memory_order_relaxed) > 0) ||
+      (op == EPOLL_CTL_DEL && g_nesting_count.load(std::memory_order_relaxed) > 0))
+    note_nesting(epfd, op, fd);
   if (op != EPOLL_CTL_ADD && g_set_count.load(std::memory_order_relaxed) == 0) return false;
   if (!fd_table::maybe_tracked(fd)) return false;
   SocketRef s = fd_table::lookup(fd);
@@ -346,6 +423,26 @@ bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
       *rc = -EINVAL;
       return true;
   }
+}
+
+void refresh_polled(const pollfd* fds, nfds_t n) noexcept {
+  refresh([&] {
+    for (nfds_t i = 0; i < n; ++i)
+      if (fds[i].fd >= 0) refresh_fd(fds[i].fd);
+  });
+}
+
+void refresh_selected(int n, const fd_set* readable) noexcept {
+  if (!readable || n <= 0 || n > FD_SETSIZE) return;
+  refresh([&] {
+    for (int fd = 0; fd < n; ++fd)
+      if (FD_ISSET(fd, readable)) refresh_fd(fd);
+  });
+}
+
+void refresh_nested(int epfd) noexcept {
+  if (g_nesting_count.load(std::memory_order_relaxed) == 0) return;
+  refresh([&] { refresh_inner_sets(epfd); });
 }
 
 FASTSOCK_CANCELLATION_POINT
@@ -467,31 +564,6 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
   }
 }
 
-void refresh_bells(int except_epfd) noexcept {
-  if (g_rung_bells.load(std::memory_order_relaxed) == 0) return;
-  // Never wait for the lock: its holder only does bookkeeping, and this may run in a signal
-  // handler that interrupted it. A bell left stale is a spurious wake-up, not a lost one.
-  std::unique_lock lock(g_lock, std::try_to_lock);
-  if (!lock) return;
-  for (EpollSet* set = g_sets; set; set = set->next) {
-    if (!set->bell_rung || set->epfd == except_epfd) continue;
-    for (Registration** p = &set->ready; *p;) {
-      Registration& r = **p;
-      if (!r.disabled) {
-        // As a wait does: a connection leaves the list only after it is armed and looked
-        // at once more, so that a change between the looks wakes its waiters.
-        if (readiness(r) || ((void)arm(r, false), readiness(r))) {
-          p = &r.next_ready;
-          continue;
-        }
-      }
-      *p = r.next_ready;
-      r.on_ready_list = false;
-    }
-    update_bell(*set);
-  }
-}
-
 void forget_socket(Socket& s) noexcept {
   if (!s.epoll_regs) return;
   std::lock_guard lock(g_lock);
@@ -499,8 +571,19 @@ void forget_socket(Socket& s) noexcept {
 }
 
 void forget_sets(unsigned first, unsigned last) noexcept {
-  if (g_set_count.load(std::memory_order_relaxed) == 0) return;
+  if (g_set_count.load(std::memory_order_relaxed) == 0 &&
+      g_nesting_count.load(std::memory_order_relaxed) == 0)
+    return;
   std::lock_guard lock(g_lock);
+  for (Nesting** p = &g_nestings; *p;) {
+    Nesting* n = *p;
+    const bool closing = (unsigned(n->outer) >= first && unsigned(n->outer) <= last) ||
+                         (unsigned(n->inner) >= first && unsigned(n->inner) <= last);
+    if (!closing) { p = &n->next; continue; }
+    *p = n->next;
+    delete n;
+    g_nesting_count.fetch_sub(1, std::memory_order_relaxed);
+  }
   for (EpollSet* set = g_sets; set;) {
     EpollSet* next = set->next;
     if (unsigned(set->epfd) >= first && unsigned(set->epfd) <= last) {

@@ -10,7 +10,9 @@
 // Sets without such connections go to the kernel untouched.
 #pragma once
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/select.h>
 #include <sys/epoll.h>
 #include <time.h>
 
@@ -32,10 +34,14 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
 // The kernel re-checks an epoll set's level-triggered items whenever the set's descriptor is
 // polled (by poll(), select() or an outer epoll set), so a connection read dry since the
 // set's last wait no longer makes the set readable. Our sets say "readable" through their
-// bell, which only a wait on the set itself brings up to date; every wait that may watch a
-// set's descriptor from outside calls this first (one relaxed load when no bell is rung).
-// `except_epfd`: the set the caller is about to wait on (its wait re-checks it anyway).
-void refresh_bells(int except_epfd = -1) noexcept;
+// bell, which only a wait on the set itself brings up to date; so before a wait that
+// watches a set's descriptor from outside, its ready list is re-checked: the sets among a
+// poll's or select's descriptors (and the sets of ours registered in those), and the sets
+// of ours registered in an epoll set about to be waited on. One relaxed load when no bell
+// is rung (or no set of ours is registered in another set).
+void refresh_polled(const pollfd* fds, nfds_t n) noexcept;
+void refresh_selected(int n, const fd_set* readable) noexcept;
+void refresh_nested(int epfd) noexcept;
 
 // The connection is going away (its last descriptor closed): drop its registrations.
 void forget_socket(Socket& s) noexcept;

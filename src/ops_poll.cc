@@ -74,35 +74,35 @@ long select_via_poll(int n, fd_set* r, fd_set* w, fd_set* e, const timespec* tim
 }  // namespace
 
 long poll(pollfd* fds, nfds_t n, int timeout) {
-  epoll_merge::refresh_bells();
+  epoll_merge::refresh_polled(fds, n);
   if (!has_user_link(fds, n)) return neg_errno(real().poll(fds, n, timeout));
   const timespec t = from_ms(timeout);
   return poll_merged(fds, n, timeout < 0 ? nullptr : &t, nullptr);
 }
 
 long poll_chk(pollfd* fds, nfds_t n, int timeout, size_t fdslen) {
-  epoll_merge::refresh_bells();
+  if (fdslen / sizeof(pollfd) >= n) epoll_merge::refresh_polled(fds, n);
   if (fdslen / sizeof(pollfd) < n || !has_user_link(fds, n))
     return neg_errno(real().__poll_chk(fds, n, timeout, fdslen));  // (reports an overflow)
   return ops::poll(fds, n, timeout);
 }
 
 long ppoll(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask) {
-  epoll_merge::refresh_bells();
+  epoll_merge::refresh_polled(fds, n);
   if (!has_user_link(fds, n)) return neg_errno(real().ppoll(fds, n, timeout, mask));
   return poll_merged(fds, n, timeout, mask);
 }
 
 long ppoll_chk(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask,
                size_t fdslen) {
-  epoll_merge::refresh_bells();
+  if (fdslen / sizeof(pollfd) >= n) epoll_merge::refresh_polled(fds, n);
   if (fdslen / sizeof(pollfd) < n || !has_user_link(fds, n))
     return neg_errno(real().__ppoll_chk(fds, n, timeout, mask, fdslen));
   return poll_merged(fds, n, timeout, mask);
 }
 
 long select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
-  epoll_merge::refresh_bells();
+  epoll_merge::refresh_selected(n, r);
   if (!sets_have_user_link(n, r, w, e)) return neg_errno(real().select(n, r, w, e, timeout));
   timespec t;
   if (timeout) t = timespec{timeout->tv_sec, timeout->tv_usec * 1000};
@@ -113,7 +113,7 @@ long select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
 
 long pselect(int n, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout,
              const sigset_t* mask) {
-  epoll_merge::refresh_bells();
+  epoll_merge::refresh_selected(n, r);
   if (!sets_have_user_link(n, r, w, e))
     return neg_errno(real().pselect(n, r, w, e, timeout, mask));
   return select_via_poll(n, r, w, e, timeout, mask);
@@ -129,7 +129,7 @@ long epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
 }
 
 long epoll_wait(int epfd, epoll_event* events, int max, int timeout) {
-  epoll_merge::refresh_bells(epfd);
+  epoll_merge::refresh_nested(epfd);
   const timespec t = from_ms(timeout);
   if (long rc; epoll_merge::wait(epfd, events, max, timeout < 0 ? nullptr : &t, nullptr, &rc))
     return rc;
@@ -138,7 +138,7 @@ long epoll_wait(int epfd, epoll_event* events, int max, int timeout) {
 
 long epoll_pwait(int epfd, epoll_event* events, int max, int timeout,
                  const sigset_t* mask) {
-  epoll_merge::refresh_bells(epfd);
+  epoll_merge::refresh_nested(epfd);
   const timespec t = from_ms(timeout);
   if (long rc; epoll_merge::wait(epfd, events, max, timeout < 0 ? nullptr : &t, mask, &rc))
     return rc;
@@ -147,7 +147,7 @@ long epoll_pwait(int epfd, epoll_event* events, int max, int timeout,
 
 long epoll_pwait2(int epfd, epoll_event* events, int max, const timespec* timeout,
                   const sigset_t* mask) {
-  epoll_merge::refresh_bells(epfd);
+  epoll_merge::refresh_nested(epfd);
   if (long rc; epoll_merge::wait(epfd, events, max, timeout, mask, &rc)) return rc;
   return neg_errno(real().epoll_pwait2(epfd, events, max, timeout, mask));
 }
