@@ -89,9 +89,13 @@ prog() { printf '%s/%s' "${PROGS_DIR:?PROGS_DIR is not set}" "$1"; }
 # The LD_PRELOAD value: the sanitizer runtime (if any) must come first.
 preload_value() { printf '%s' "${FASTSOCK_PRELOAD_PREFIX:+$FASTSOCK_PRELOAD_PREFIX }$FASTSOCK_LIB"; }
 
-# under_fastsock CMD...: runs CMD with the library preloaded and debug logging into $LOG.
+# under_fastsock CMD...: runs CMD under the library the way a user does, with `fastsock
+# run` (which checks its options, sets the library's variables and LD_PRELOAD, and execs
+# CMD: the pid stays the program's), with debug logging into $LOG. A sanitizer runtime
+# (FASTSOCK_PRELOAD_PREFIX) goes into LD_PRELOAD first; `run` appends the library after it.
 under_fastsock() {
-  LD_PRELOAD="$(preload_value)" FASTSOCK_LOG=debug FASTSOCK_LOG_FILE="$LOG" "$@"
+  expand_wrapper under_fastsock "$@"
+  "${CMD[@]}"
 }
 
 # without_fastsock CMD...: the same command on the plain kernel (the baseline run).
@@ -106,8 +110,11 @@ expand_wrapper() {
   CMD=("$@")
   case "${CMD[0]}" in
     under_fastsock)
-      CMD=(env "LD_PRELOAD=$(preload_value)" FASTSOCK_LOG=debug "FASTSOCK_LOG_FILE=$LOG"
-           "${CMD[@]:1}") ;;
+      local preload=(-u LD_PRELOAD)
+      [[ -z "${FASTSOCK_PRELOAD_PREFIX:-}" ]] || preload=("LD_PRELOAD=$FASTSOCK_PRELOAD_PREFIX")
+      CMD=(env "${preload[@]}" -u FASTSOCK_LOG -u FASTSOCK_LOG_FILE
+           "${FASTSOCK_TOOL:?FASTSOCK_TOOL is not set (run through meson test)}" run
+           --lib "$FASTSOCK_LIB" --log debug --log-file "$LOG" -- "${CMD[@]:1}") ;;
     without_fastsock)
       CMD=(env -u LD_PRELOAD -u FASTSOCK_LOG -u FASTSOCK_LOG_FILE "${CMD[@]:1}") ;;
   esac
@@ -427,6 +434,43 @@ log_assert_stayed_tcp() {
     fail "$1: a connection went on a fast link: $(grep -m1 -E "debug: fd=[0-9]+ (client|server) .* on $fast" "$LOG")"
   fi
   note "$1: $n ${side} connections stayed on tcp${reason:+ ($reason)}"
+}
+
+# one_end_reason client-only|server-only: prints the reason `fastsock stat` gives for a
+# connection of the one end under the library (it stayed on TCP), or, with status 1, why
+# it cannot be checked at a given moment.
+one_end_reason() {
+  case "$LINK:$1" in
+    shm:client-only) echo 'shm: no fastsock listener' ;;
+    shm:server-only) echo 'shm: no fastsock dialer for this connection' ;;
+    verbs:client-only) echo 'rejected' ;;
+    verbs:*) echo 'an acceptor waits up to 5 s for the RDMA connect request before it gives up'; return 1 ;;
+    *) echo "no known reason for $LINK"; return 1 ;;
+  esac
+}
+
+# stat_assert_conns PID LINK [REASON]: what the process publishes for `fastsock stat`
+# (/dev/shm/fastsock-stats.PID, read by the tool a user would run): at least one connected
+# socket, every one on LINK and, when REASON is given, each with it in its "why not a
+# faster link" column. PID may be a start_bg process (`timeout`): its child is the program.
+stat_assert_conns() {
+  local pid=$1 link=$2 reason=${3:-} out child
+  child=$(pgrep -P "$pid" | head -1)
+  [[ -z $child ]] || pid=$child
+  out=$("$FASTSOCK_TOOL" stat "$pid" --json 2>&1) || fail "fastsock stat $pid: $out"
+  out=$(python3 -c '
+import json, sys
+link, reason = sys.argv[1], sys.argv[2]
+doc = json.load(sys.stdin)
+conns = [c for c in doc["connections"] if c["role"] != "listener"]
+if not conns:
+    sys.exit("no connected socket in the stats")
+for c in conns:
+    if c["transport"] != link or reason not in c["reason"]:
+        sys.exit("fd %(fd)s %(role)s %(local)s -> %(peer)s on %(transport)s (%(reason)s)" % c + ", want " + link + " " + reason)
+print(len(conns), doc["program"])
+' "$link" "$reason" <<<"$out" 2>&1) || fail "fastsock stat $pid: $out"
+  note "fastsock stat $pid: $out: every connected socket on $link${reason:+ ($reason)}"
 }
 
 # log_assert_all_on_link: with both ends under the library, every connection in the log

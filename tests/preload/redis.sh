@@ -34,6 +34,7 @@ redis_run() {
   mkdir -p "$WORK/$mode-dir"
   start_bg "$mode-server" 60 $SERVER_WRAP redis-server --port "$port" --bind 127.0.0.1 \
     --save '' --appendonly no --daemonize no --dir "$WORK/$mode-dir"
+  BG_SERVER=$BG_PID
   wait_for_port "$port" 15 "$BG_PID"
   run_fg "$mode-benchmark" 60 $CLIENT_WRAP redis-benchmark -h 127.0.0.1 -p "$port" -q \
     -n "$requests" -t set,get,lpush
@@ -51,6 +52,32 @@ redis_run() {
   [[ $len == "$requests" ]] || fail "$mode: the benchmark's list has $len elements, want $requests"
   note "$mode: $(grep -E '^(SET|GET|LPUSH): [0-9.]+ requests per second' "$out" | sed -E 's/ requests per second.*//' | tr '\n' ' ')requests/s; LLEN mylist = $len"
 
+  # While a client waits in BLPOP, both processes' published stats (`fastsock stat`, as a
+  # user would look) show that connection: on the link when both ends run the library,
+  # on TCP with the reason when one end does.
+  start_bg "$mode-blpop" 20 $CLIENT_WRAP redis-cli -h 127.0.0.1 -p "$port" BLPOP wakeup 15
+  local blpop=$BG_PID
+  for _ in $(seq 100); do
+    $CLIENT_WRAP timeout 5 redis-cli -h 127.0.0.1 -p "$port" CLIENT LIST \
+      >"$WORK/$mode-clients.out" 2>&1 || true
+    grep -q 'cmd=blpop' "$WORK/$mode-clients.out" && break
+    sleep 0.1
+  done
+  grep -q 'cmd=blpop' "$WORK/$mode-clients.out" || fail "$mode: redis-cli BLPOP never reached the server"
+  local reason
+  case $mode in
+    both) stat_assert_conns "$BG_SERVER" "$LINK"; stat_assert_conns "$blpop" "$LINK" ;;
+    *) if reason=$(one_end_reason "$mode"); then
+         stat_assert_conns "$([[ $mode == client-only ]] && echo "$blpop" || echo "$BG_SERVER")" tcp "$reason"
+       else
+         note "$mode: not checked in fastsock stat: $reason"
+       fi ;;
+  esac
+  run_fg "$mode-wakeup" 20 $CLIENT_WRAP redis-cli -h 127.0.0.1 -p "$port" LPUSH wakeup now
+  wait_bg "$mode-blpop" || fail "$mode: redis-cli BLPOP failed: $(cat "$WORK/$mode-blpop.out")"
+  [[ $(cat "$WORK/$mode-blpop.out") == $'wakeup\nnow' ]] ||
+    fail "$mode: BLPOP answered: $(head -c 200 "$WORK/$mode-blpop.out")"
+
   run_fg "$mode-set" 20 $CLIENT_WRAP redis-cli -h 127.0.0.1 -p "$port" -x SET blob \
     <"$WORK/value.bin"
   [[ $(cat "$WORK/$mode-set.out") == OK ]] || fail "$mode: SET answered: $(head -c 200 "$WORK/$mode-set.out")"
@@ -65,7 +92,7 @@ redis_run() {
   # The server has closed its end of the GET connection (redis-cli exits without closing
   # its own) before it is stopped.
   [[ $mode == both ]] && wait_for_log_lines " closed sent=[0-9]+ received=$get_cmd\$" 1
-  kill -TERM "$BG_PID" 2>/dev/null
+  kill -TERM "$BG_SERVER" 2>/dev/null
   wait_bg "$mode-server" || true
   grep -q 'ready to exit' "$WORK/$mode-server.out" ||
     fail "$mode: redis-server did not shut down cleanly: $(tail -c 300 "$WORK/$mode-server.out")"
