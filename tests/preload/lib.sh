@@ -112,7 +112,7 @@ expand_wrapper() {
     under_fastsock)
       local preload=(-u LD_PRELOAD)
       [[ -z "${FASTSOCK_PRELOAD_PREFIX:-}" ]] || preload=("LD_PRELOAD=$FASTSOCK_PRELOAD_PREFIX")
-      CMD=(env "${preload[@]}" -u FASTSOCK_LOG -u FASTSOCK_LOG_FILE
+      CMD=(env -u FASTSOCK_LOG -u FASTSOCK_LOG_FILE "${preload[@]}"
            "${FASTSOCK_TOOL:?FASTSOCK_TOOL is not set (run through meson test)}" run
            --lib "$FASTSOCK_LIB" --log debug --log-file "$LOG" -- "${CMD[@]:1}") ;;
     without_fastsock)
