@@ -55,7 +55,8 @@ redis_run() {
   # While a client waits in BLPOP, both processes' published stats (`fastsock stat`, as a
   # user would look) show that connection: on the link when both ends run the library,
   # on TCP with the reason when one end does.
-  start_bg "$mode-blpop" 20 $CLIENT_WRAP redis-cli -h 127.0.0.1 -p "$port" BLPOP wakeup 15
+  # (No timeout of its own: the emulated RDMA device makes every step slow in the VM.)
+  start_bg "$mode-blpop" 60 $CLIENT_WRAP redis-cli -h 127.0.0.1 -p "$port" BLPOP wakeup 0
   local blpop=$BG_PID
   for _ in $(seq 100); do
     $CLIENT_WRAP timeout 5 redis-cli -h 127.0.0.1 -p "$port" CLIENT LIST \
