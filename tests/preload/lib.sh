@@ -456,11 +456,17 @@ one_end_reason() {
 # stat_assert_conns PID LINK [REASON]: what the process publishes for `fastsock stat`
 # (/dev/shm/fastsock-stats.PID, read by the tool a user would run): at least one connected
 # socket, every one on LINK and, when REASON is given, each with it in its "why not a
-# faster link" column. PID may be a start_bg process (`timeout`): its child is the program.
+# faster link" column. PID may be a start_bg process (`timeout`): the program is the first
+# of its descendants with a stats file (env and `fastsock run` exec in place, but under a
+# sanitizer the program's pid was a grandchild of `timeout` in the VM).
 stat_assert_conns() {
   local pid=$1 link=$2 reason=${3:-} out child
-  child=$(pgrep -P "$pid" | head -1)
-  [[ -z $child ]] || pid=$child
+  for _ in 1 2 3 4 5; do
+    [[ -e /dev/shm/fastsock-stats.$pid ]] && break
+    child=$(pgrep -P "$pid" | head -1)
+    [[ -n $child ]] || break
+    pid=$child
+  done
   out=$("$FASTSOCK_TOOL" stat "$pid" --json 2>&1) || fail "fastsock stat $pid: $out"
   out=$(python3 -c '
 import json, sys

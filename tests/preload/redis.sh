@@ -32,7 +32,7 @@ redis_run() {
   set_ends "$mode"
   port=$(free_port)
   mkdir -p "$WORK/$mode-dir"
-  start_bg "$mode-server" 60 $SERVER_WRAP redis-server --port "$port" --bind 127.0.0.1 \
+  start_bg "$mode-server" 150 $SERVER_WRAP redis-server --port "$port" --bind 127.0.0.1 \
     --save '' --appendonly no --daemonize no --dir "$WORK/$mode-dir"
   BG_SERVER=$BG_PID
   wait_for_port "$port" 15 "$BG_PID"
