@@ -60,10 +60,6 @@ struct EpollSet {
 // short bookkeeping only, never across a wait.
 std::mutex g_lock;
 
-// The only flags the kernel accepts together with EPOLLEXCLUSIVE (fs/eventpoll.c,
-// EPOLLEXCLUSIVE_OK_BITS).
-constexpr uint32_t kExclusiveBits =
-    EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE;
 EpollSet* g_sets = nullptr;
 std::atomic<int> g_set_count{0};  // sets with user-link registrations: 0 = all go to the kernel
 std::atomic<int> g_rung_bells{0};  // sets whose bell is rung: 0 = nothing to refresh
@@ -85,6 +81,11 @@ const bool g_registered =
     (register_fork_handlers(ForkHandlers{fork_prepare, fork_release, fork_release}), true);
 
 constexpr uint32_t kStateEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP;
+
+// The only flags the kernel accepts together with EPOLLEXCLUSIVE (fs/eventpoll.c,
+// EPOLLEXCLUSIVE_OK_BITS).
+constexpr uint32_t kExclusiveBits =
+    EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE;
 
 Registration*& socket_regs(Socket& s) {
   return reinterpret_cast<Registration*&>(s.epoll_regs);
@@ -307,10 +308,6 @@ void list_rechecks_due(int epfd) {
   }
   update_bell(*set);
 }
-
-}  // namespace
-
-namespace {
 
 // Brings the set's ready list, and so its bell, up to date without reporting anything.
 void refresh_set(EpollSet& set) {
