@@ -709,7 +709,12 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       nb = nonblocking(fd, flags);
       nb_known = true;
     }
-    if (nb) return sent ? ssize_t(sent) : -EAGAIN;
+    if (nb) {
+      // As the kernel marks a socket that ran out of room (SOCK_NOSPACE): the reader's
+      // next take signals this end, whose edge-triggered EPOLLOUT waits for just that.
+      notifier_.arm_for_space();
+      return sent ? ssize_t(sent) : -EAGAIN;
+    }
     if (!deadline_known) {
       has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
       deadline_known = true;
@@ -899,7 +904,13 @@ short Conn::poll_now(int fd, short events) {
     // Writable once half the window is free: a program that writes what it read in
     // buffers of half a window (socat: 8 KiB, the default 16 KiB window) then does not
     // block after poll said writable (TCP's far larger buffer hides the difference).
-    const bool room = !on_tcp && (write_shut_ || tx_.read_closed() || tx_.half_free());
+    bool room = ring_room_now();
+    if (!room && !on_tcp && !resending_) {
+      // No room: ask the reader to signal when it takes bytes (the kernel's SOCK_NOSPACE),
+      // then look again, so that a take between the two looks is not missed.
+      notifier_.arm_for_space();
+      room = ring_room_now();
+    }
     if (room && !resending_) {
       end_room_wait();
       rev |= POLLOUT;
@@ -912,6 +923,11 @@ short Conn::poll_now(int fd, short events) {
     }
   }
   return short(rev & (events | POLLERR | POLLHUP));
+}
+
+bool Conn::ring_room_now() {
+  const bool on_ring = phase_ == Phase::active && !tx_tcp_;
+  return on_ring && (write_shut_ || tx_.read_closed() || tx_.half_free());
 }
 
 bool Conn::reader_stalled(int fd) {
@@ -957,7 +973,10 @@ int Conn::wait_fds(int fd, short events, pollfd* out) {
     return n;
   }
   if (events & (POLLIN | POLLRDHUP)) notifier_.arm_for_data();
-  if (events & POLLOUT) notifier_.arm_for_space();
+  // Room is asked for only while there is none (poll_now arms it then too). Only this
+  // end's sends take room away, and a send that runs out arms it itself: a registration
+  // for EPOLLOUT that found room does not make the reader signal every request it takes.
+  if ((events & POLLOUT) && !ring_room_now()) notifier_.arm_for_space();
   out[n++] = pollfd{own_bell_, POLLIN, 0};
   short tcp_events = tcp_watch(events & (POLLIN | POLLRDHUP));
   if (phase_ == Phase::awaiting_peer || tx_tcp_) tcp_events |= short(events & POLLOUT);
@@ -967,9 +986,9 @@ int Conn::wait_fds(int fd, short events, pollfd* out) {
   return n;
 }
 
-void Conn::after_wait() {
+void Conn::after_wait(bool edge_watched) {
   if (phase_ != Phase::active && phase_ != Phase::awaiting_peer) return;
-  if (notifier_.drain() != 0) pass_on_signal(-1);
+  if ((edge_watched ? notifier_.drain_if_signalled() : notifier_.drain()) != 0) pass_on_signal(-1);
 }
 
 void Conn::pass_on_signal(int waiter_kind) {

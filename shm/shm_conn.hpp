@@ -87,7 +87,9 @@ class Conn {
   int64_t recheck_at(short events) const;
   // The scheduling hint of Notifier::peer_on_my_cpu (false unless on shm).
   bool peer_on_my_cpu() { return phase_ == Phase::active && notifier_.peer_on_my_cpu(); }
-  void after_wait();
+  // After a poll/epoll wait (Transport::disarm): takes the peer's signals. Watched
+  // edge-triggered, only when the peer announced one (Notifier::drain_if_signalled).
+  void after_wait(bool edge_watched);
   int shutdown(int fd, int how);
   // This end moves the connection to TCP for good (fork, exec, fdopen, passing the
   // descriptor): its ring stream ends, and the peer resends on TCP what this end did not
@@ -156,6 +158,9 @@ class Conn {
   // The peer left the ring before this end's downgrade: its last ring bytes move into
   // leftover_, served after the peer's pre-switch TCP bytes and before the rest of TCP.
   void keep_ring_leftover();
+  // Whether poll_now reports POLLOUT for the ring: this direction on shm, and half the
+  // ring free (or a send would fail at once: shut down, reader gone).
+  bool ring_room_now();
   // poll_now for POLLOUT with the ring short of room: the stalled-ring rule of send() for a
   // program that waits in poll/epoll instead. True when the reader took nothing for
   // kStalledRingNs and this direction moved to TCP.

@@ -47,6 +47,11 @@ uint64_t Notifier::drain() {
   return count;
 }
 
+uint64_t Notifier::drain_if_signalled() {
+  if (own_->pending.load(std::memory_order_seq_cst) == 0) return 0;
+  return drain();
+}
+
 bool Notifier::signal_if_armed(std::atomic<uint32_t>& flag) {
   // Orders our counter store (release) before the flag load: see the waiter's protocol.
   std::atomic_thread_fence(std::memory_order_seq_cst);

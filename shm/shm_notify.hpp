@@ -60,6 +60,11 @@ class Notifier {
   // Consumes the signals on the own eventfd (non-blocking read) and clears `pending`;
   // returns how many signals were counted (0 if none).
   uint64_t drain();
+  // drain() when the peer announced a signal (`pending`), else nothing (no system call).
+  // For an eventfd watched edge-triggered only: a count the peer left without announcing
+  // (it wrote after our last drain cleared `pending`, or it is hostile) stays, and wakes
+  // nobody; a level-triggered watcher would wake on it again and again.
+  uint64_t drain_if_signalled();
   int fd() const { return own_fd_; }
   // Notes the CPU this side is about to wait on and tells whether the peer last waited on
   // the same one. Spinning only helps while the peer runs on another CPU; on ours it would

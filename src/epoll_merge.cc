@@ -35,6 +35,7 @@ struct Registration {
   uint32_t events = 0;             // as asked: EPOLLIN, EPOLLOUT, ..., EPOLLET, EPOLLONESHOT
   epoll_data_t data{};
   bool disabled = false;           // EPOLLONESHOT reported; until EPOLL_CTL_MOD
+  bool dormant = false;            // EPOLL_CTL_DEL'd by the application: see remove()
   bool on_ready_list = false;
   uint64_t reported_in = 0;        // the wait call that last reported it
   int wake[Transport::kMaxWaitFds] = {};
@@ -61,7 +62,7 @@ struct EpollSet {
 std::mutex g_lock;
 
 EpollSet* g_sets = nullptr;
-std::atomic<int> g_set_count{0};  // sets with user-link registrations: 0 = all go to the kernel
+std::atomic<int> g_set_count{0};  // sets that held a user-link connection: 0 = all go to the kernel
 std::atomic<int> g_rung_bells{0};  // sets whose bell is rung: 0 = nothing to refresh
 
 // A set of ours registered in another epoll set (EPOLL_CTL_ADD of its descriptor there),
@@ -177,7 +178,7 @@ void drop_from_ready(Registration& r) {
 int arm(Registration& r, bool add_to_kernel) {
   Socket& s = *r.socket;
   const short asked = short(r.events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI));
-  s.link->disarm(s);
+  s.link->disarm(s, Transport::WakeWatch::edge);
   pollfd w[Transport::kMaxWaitFds];
   const int n = s.link->wait_fds(s, r.fd, asked, w);
   if (add_to_kernel) r.wake_count = 0;
@@ -235,13 +236,61 @@ void unregister(Registration& r) {
   if (r.next_in_set) r.next_in_set->prev_in_set = r.prev_in_set;
   update_bell(*set);
   delete &r;
-  if (!set->all) destroy_set(set);
+  // An empty set stays (until its descriptor closes, forget_sets): a program that removes
+  // its last connection and adds the next for every request (redis-benchmark) would
+  // otherwise pay for a new bell each time.
 }
 
+// The connection's registration in the set, dormant or not.
+Registration* find_in_set(Socket& s, int epfd) {
+  for (Registration* r = socket_regs(s); r; r = r->next_of_socket)
+    if (r->set->epfd == epfd) return r;
+  return nullptr;
+}
+
+// The registration the application made for `fd` (not one it removed).
 Registration* find_registration(Socket& s, int epfd, int fd) {
   for (Registration* r = socket_regs(s); r; r = r->next_of_socket)
-    if (r->set->epfd == epfd && r->fd == fd) return r;
+    if (r->set->epfd == epfd && r->fd == fd && !r->dormant) return r;
   return nullptr;
+}
+
+// EPOLL_CTL_DEL. A connection's only registration in the set goes dormant instead of
+// away: its wake descriptors stay in the kernel set, so that an application that removes
+// a connection and adds it back for every request (redis-benchmark; event loops that drop
+// a descriptor whose interest became empty) pays no system call for either. Whatever
+// wakes a dormant registration is not reported, and stops it being watched (unwatch): a
+// connection moved to another set costs this one a single spurious wake-up at most.
+void remove(Registration& r) {
+  for (Registration* o = socket_regs(*r.socket); o; o = o->next_of_socket)
+    if (o != &r && o->set == r.set) {
+      unregister(r);  // another registration of the connection shares its wake descriptors
+      return;
+    }
+  drop_from_ready(r);
+  r.dormant = true;
+  update_bell(*r.set);
+}
+
+void unwatch(Registration& r) {
+  for (int i = 0; i < r.wake_count; ++i)
+    (void)real().epoll_ctl(r.set->epfd, EPOLL_CTL_DEL, r.wake[i], nullptr);
+  r.wake_count = 0;
+}
+
+// EPOLL_CTL_ADD of a connection whose registration for the same descriptor is dormant.
+long revive(Registration& r, const epoll_event& ev) {
+  r.dormant = false;
+  r.disabled = false;
+  r.events = ev.events;
+  r.data = ev.data;
+  if (long rc = arm(r, r.wake_count == 0); rc < 0) {
+    unregister(r);
+    return rc;
+  }
+  if (readiness(r)) push_ready(r);
+  update_bell(*r.set);
+  return 0;
 }
 
 // A registration is identified by its address. The application's own kernel events carry
@@ -261,7 +310,6 @@ long add(EpollSet& set, Socket& s, int fd, const epoll_event& ev) {
   r->data = ev.data;
   if (!set.members.insert(r)) {
     delete r;
-    if (!set.all) destroy_set(&set);
     return -ENOMEM;
   }
   r->next_in_set = set.all;
@@ -289,7 +337,7 @@ int64_t earliest_recheck(int epfd) {
   EpollSet* set = find_set(epfd);
   int64_t at = -1;
   for (Registration* r = set ? set->all : nullptr; r; r = r->next_in_set) {
-    const int64_t t = r->disabled ? 0 : recheck_at(*r);
+    const int64_t t = r->disabled || r->dormant ? 0 : recheck_at(*r);
     if (t > 0 && (at < 0 || t < at)) at = t;
   }
   return at;
@@ -303,7 +351,7 @@ void list_rechecks_due(int epfd) {
   if (!set) return;
   const int64_t now = link_io::now_ns();
   for (Registration* r = set->all; r; r = r->next_in_set) {
-    const int64_t t = r->disabled ? 0 : recheck_at(*r);
+    const int64_t t = r->disabled || r->dormant ? 0 : recheck_at(*r);
     if (t > 0 && t <= now) push_ready(*r);
   }
   update_bell(*set);
@@ -379,6 +427,19 @@ bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
   if (!s) return false;
   std::lock_guard lock(g_lock);
   Registration* r = find_registration(*s, epfd, fd);
+  if (Registration* d = r ? nullptr : find_in_set(*s, epfd); d && d->dormant) {
+    // Removed by the application: the kernel would not know the descriptor either.
+    if (op != EPOLL_CTL_ADD) {
+      *rc = -ENOENT;
+      return true;
+    }
+    if (d->fd == fd && ops::user_link(*s) && event && !(event->events & EPOLLEXCLUSIVE) &&
+        !(d->events & EPOLLEXCLUSIVE)) {
+      *rc = revive(*d, *event);
+      return true;
+    }
+    unregister(*d);  // a fresh registration follows (or the kernel's own)
+  }
   if (!r && !(op == EPOLL_CTL_ADD && ops::user_link(*s))) return false;
   if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !event) {
     *rc = -EFAULT;
@@ -387,9 +448,11 @@ bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
   switch (op) {
     case EPOLL_CTL_ADD: {
       if (r) { *rc = -EEXIST; return true; }
-      // The kernel's own checks (bad epfd, not an epoll fd, fd == epfd) come first.
+      // The kernel's own checks (bad epfd, not an epoll fd, fd == epfd) come first, unless
+      // the set is ours already (then epfd is an epoll set, and not this socket).
       epoll_event probe{};
-      if (real().epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &probe) != 0 && errno != ENOENT) {
+      if (!find_set(epfd) && real().epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &probe) != 0 &&
+          errno != ENOENT) {
         *rc = -errno;
         return true;
       }
@@ -413,7 +476,7 @@ bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
       *rc = 0;
       return true;
     case EPOLL_CTL_DEL:
-      unregister(*r);
+      remove(*r);
       *rc = 0;
       return true;
     default:
@@ -449,7 +512,8 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
   if (max <= 0) return false;  // the kernel reports EINVAL
   {
     std::lock_guard lock(g_lock);
-    if (!find_set(epfd)) return false;
+    const EpollSet* set = find_set(epfd);
+    if (!set || !set->all) return false;  // nothing of ours in it: the kernel's wait
   }
   timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
@@ -459,7 +523,7 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
     {
       std::lock_guard lock(g_lock);
       EpollSet* set = find_set(epfd);
-      if (!set) return false;  // its last user-link connection went away meanwhile
+      if (!set || !set->all) return false;  // its last user-link connection went away meanwhile
       call = ++g_wait_calls;
       // Connections known to be ready (level-triggered ones stay listed while ready, and
       // a new registration or a MOD lists a connection that is ready at once).
@@ -533,6 +597,10 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
         Registration* r = set ? our_registration(*set, e.data.ptr) : nullptr;
         if (!r) {
           out[n++] = e;  // the application's own descriptor
+          continue;
+        }
+        if (r->dormant) {
+          unwatch(*r);
           continue;
         }
         if (r->disabled) continue;

@@ -153,7 +153,7 @@ long poll_merged(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t*
     }
     const int err = errno;
     for (nfds_t i = 0; i < n; ++i)
-      if (users[i]) users[i]->link->disarm(*users[i]);
+      if (users[i]) users[i]->link->disarm(*users[i], Transport::WakeWatch::level);
     if (ready > 0) return ready;
     if (kernel_ready < 0) return -err;  // EINTR: a signal, as the kernel's poll reports it
     // Woken (or timed out): the loop re-asks everyone without waiting.

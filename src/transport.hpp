@@ -87,7 +87,12 @@ class Transport {
   // kMaxWaitFds). After waking, the core calls poll_now() again, then disarm().
   static constexpr int kMaxWaitFds = 3;
   virtual int wait_fds(Socket& s, int fd, short events, struct pollfd* out) noexcept = 0;
-  virtual void disarm(Socket& s) noexcept = 0;
+  // How the caller watches the wake descriptors: a level-triggered watch (poll) needs
+  // them drained, or it wakes again at once; an edge-triggered one (the library's epoll
+  // registrations) is woken by the next signal whatever is left, so a link may skip
+  // draining what no peer announced (a system call saved per arming).
+  enum class WakeWatch : uint8_t { level, edge };
+  virtual void disarm(Socket& s, WakeWatch watch) noexcept = 0;
   // When poll_now's answer for `events` may change with no wake descriptor firing
   // (CLOCK_MONOTONIC ns, 0: not expected): a sleeping poll or epoll wait wakes by then and
   // asks again. shm: a wait for room in a ring whose reader has stopped taking bytes, which

@@ -54,7 +54,7 @@ class ConnTransport : public Transport {
   int wait_fds(Socket& s, int fd, short events, pollfd* out) noexcept override {
     return conn(s).wait_fds(fd, events, out);
   }
-  void disarm(Socket& s) noexcept override { conn(s).after_wait(); }
+  void disarm(Socket& s, WakeWatch watch) noexcept override { conn(s).after_wait(watch == WakeWatch::edge); }
   void downgrade(Socket& s, int fd, const char* why) noexcept override {
     if (!s.link_state) return;
     conn(s).downgrade(fd, why);

@@ -73,7 +73,7 @@ void wait_for_link(Socket& s, int fd, short events) {
   const int n = s.link->wait_fds(s, fd, events, w);
   // Armed now: anything that happens from here on wakes the poll below.
   if (!(s.link->poll_now(s, fd, events) & done)) (void)real().poll(w, nfds_t(n), -1);
-  s.link->disarm(s);
+  s.link->disarm(s, Transport::WakeWatch::level);
 }
 
 // Sends all `len` bytes, waiting for room even on a non-blocking socket: the bytes were

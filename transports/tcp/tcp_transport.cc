@@ -48,7 +48,7 @@ class TcpTransport final : public Transport {
     out[0] = pollfd{fd, events, 0};
     return 1;
   }
-  void disarm(Socket&) noexcept override {}
+  void disarm(Socket&, WakeWatch) noexcept override {}
   bool peer_shares_cpu(Socket&) noexcept override { return false; }
   void option_set(Socket&, int, int, const void*, socklen_t) noexcept override {}
   void downgrade(Socket&, int, const char*) noexcept override {}

@@ -392,7 +392,9 @@ void Conn::drain_notifications() noexcept {
   (void)!real().read(notify_, &v, sizeof v);
 }
 
-void Conn::after_wait() noexcept {  // a poll/epoll waiter woke
+// A poll/epoll waiter woke. The notification descriptor is drained however it is
+// watched: it is cheap, and a vendor library may poll it level-triggered itself.
+void Conn::after_wait(bool /*edge_watched*/) noexcept {
   drain_notifications();
   pass_on_wakeup();
 }

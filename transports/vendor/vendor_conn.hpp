@@ -73,7 +73,7 @@ class Conn final : public ServiceClient {
   long bytes_readable(int fd) noexcept;
   short poll_now(int fd, short events) noexcept;
   int wait_fds(int fd, short events, pollfd* out) noexcept;
-  void after_wait() noexcept;
+  void after_wait(bool edge_watched) noexcept;
   int shutdown(int fd, int how) noexcept;
   void downgrade(int fd, const char* why) noexcept;
   // The application closes the connection.

@@ -1215,7 +1215,7 @@ int Conn::wait_fds(int fd, short events, pollfd* out) noexcept {
   return n;
 }
 
-void Conn::after_wait() noexcept {
+void Conn::after_wait(bool /*edge_watched: the channel's events are taken either way*/) noexcept {
   std::lock_guard lock(progress_lock_);
   drain_channel();
 }

@@ -83,7 +83,7 @@ class Conn final : public CmClient {
   long bytes_readable(int fd) noexcept;
   short poll_now(int fd, short events) noexcept;
   int wait_fds(int fd, short events, pollfd* out) noexcept;
-  void after_wait() noexcept;
+  void after_wait(bool edge_watched) noexcept;
   // Transport::recheck_at: while a wait for room has the peer consuming nothing, when the
   // link is given up (room_wait_expired); 0 otherwise.
   int64_t recheck_at(short events) noexcept;

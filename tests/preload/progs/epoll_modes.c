@@ -7,6 +7,8 @@
 // wake-up through the link's descriptors. Every expectation is the kernel's behaviour for
 // a TCP socket; the plain run checks that, the run under the library checks the link does
 // the same (the connection is carried by the link both ends take, expect_transport).
+// Last, a connection removed from a set and added back (the library keeps a removed
+// connection's wake-ups registered, dormant, until it comes back or leaves for good).
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -265,6 +267,69 @@ static void epoll_in_poll(int c, int s) {
   ok("an epoll set inside poll() and select(): readable for bytes waiting and arriving, not after the read");
 }
 
+// EPOLL_CTL_DEL, then EPOLL_CTL_ADD of the same connection again: event loops do it
+// whenever a descriptor's interest becomes empty, redis-benchmark for every request. A
+// removed connection is unknown to the set (ENOENT, never reported) until it is added
+// back, and then reported as if new, in this set or another.
+static void remove_and_add(int c, int s) {
+  int ep = (int)SYS(epoll_create1(0));
+  int other = (int)SYS(epoll_create1(0));
+  struct epoll_event mod = {.events = EPOLLIN, .data.u64 = 50};
+  add(ep, s, EPOLLIN, 51);
+  SYS(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL));
+  CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, s, &mod) < 0 && errno == ENOENT, "MOD after DEL: errno %d", errno);
+  CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL) < 0 && errno == ENOENT, "DEL after DEL: errno %d", errno);
+  write_all(c, "a", 1);
+  wait_one(ep, kShortMs, 0, "removed, byte waiting");
+  add(ep, s, EPOLLIN, 52);
+  CHECK(wait_one(ep, 0, 1, "added back, byte waiting").data.u64 == 52, "added back: tag");
+  CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &mod) < 0 && errno == EEXIST, "ADD twice: errno %d", errno);
+  drain(s, 1);
+  SYS(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL));
+  // A request-response loop that registers for room, writes, then registers for the
+  // answer, removing the connection in between, as redis-benchmark does.
+  for (int round = 0; round < 200; ++round) {
+    add(ep, c, EPOLLOUT, 60);
+    struct epoll_event ev = wait_one(ep, kLongMs, 1, "loop: room");
+    CHECK(ev.data.u64 == 60 && (ev.events & EPOLLOUT), "loop: room event %#x", ev.events);
+    SYS(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+    write_all(c, "q", 1);
+    add(ep, s, EPOLLIN, 61);
+    ev = wait_one(ep, kLongMs, 1, "loop: request");
+    CHECK(ev.data.u64 == 61 && (ev.events & EPOLLIN), "loop: request event %#x", ev.events);
+    SYS(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL));
+    drain(s, 1);
+    write_all(s, "r", 1);
+    add(ep, c, EPOLLIN, 62);
+    ev = wait_one(ep, kLongMs, 1, "loop: answer");
+    CHECK(ev.data.u64 == 62 && (ev.events & EPOLLIN), "loop: answer event %#x", ev.events);
+    SYS(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+    drain(c, 1);
+  }
+  // Removed and added back while the waiter sleeps: the byte still wakes it.
+  add(ep, s, EPOLLIN, 53);
+  SYS(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL));
+  add(ep, s, EPOLLIN | EPOLLET, 54);
+  struct delayed_write w;
+  write_later(&w, c, kDelayMs);
+  CHECK(wait_one(ep, kLongMs, 1, "added back, byte arriving while asleep").data.u64 == 54,
+        "added back while asleep: tag");
+  join_writer(&w);
+  drain(s, 1);
+  // Moved to another set: that set is woken, this one is not.
+  SYS(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL));
+  add(other, s, EPOLLIN, 55);
+  write_later(&w, c, kDelayMs);
+  CHECK(wait_one(other, kLongMs, 1, "moved, byte arriving while asleep").data.u64 == 55,
+        "moved: tag");
+  join_writer(&w);
+  wait_one(ep, kShortMs, 0, "the set it left, byte arriving");
+  drain(s, 1);
+  SYS(close(other));
+  SYS(close(ep));
+  ok("EPOLL_CTL_DEL then ADD: ENOENT and silent while removed, reported when added back (200 request-response rounds, a sleeping waiter, moved to another set)");
+}
+
 int main(void) {
   prog_init("epoll_modes");
   hang_guard(60, "epoll_modes");
@@ -276,6 +341,7 @@ int main(void) {
   exclusive(c, s);
   nested(c, s);
   epoll_in_poll(c, s);
+  remove_and_add(c, s);
   SYS(close(c));
   SYS(close(s));
   return 0;
