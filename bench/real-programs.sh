@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/real-programs.sh: unmodified real programs on kernel TCP and under fastsock.
 #
-# NetPIPE (NPtcp: half round trip at 1-16 bytes, bandwidth at 1-4 MiB messages) and iperf3 (one
-# stream) run between two processes over loopback, without and with
+# NetPIPE (NPtcp: half round trip at 1-16 bytes, bandwidth at 1-4 MiB messages), iperf3 (one
+# stream) and redis-server with redis-benchmark (GET requests over 50 connections) run
+# between two processes over loopback, without and with
 # LD_PRELOAD=libfastsock.so on BOTH ends, interleaved round by round (A/B, then B/A, ...).
 # Each "with" run also writes fastsock's debug log, whose `client ... on <transport>` and
 # `server ... on <transport>` lines prove the connections were tracked and say which
@@ -10,7 +11,7 @@
 # leave no log at all (the library really was absent).
 #
 # Exit status: 0 when every run produced its numbers and every "with" run was tracked, 1
-# otherwise, 2 on a usage error, 77 (skipped) when the library, NPtcp or iperf3 is missing.
+# otherwise, 2 on a usage error, 77 (skipped) when the library or a program is missing.
 # Timings never decide it.
 set -euo pipefail
 
@@ -19,7 +20,8 @@ usage() {
 usage: bench/real-programs.sh [--quick] [--lib PATH] [--json FILE] [--rounds N]
                               [--placement same|cross|none]
 
-  --quick      small run (NPtcp up to 64 KiB, iperf3 -t 1, 1 round): checks the plumbing
+  --quick      small run (NPtcp up to 64 KiB, iperf3 -t 1, 5000 redis requests, 1 round):
+               checks the plumbing
   --lib PATH   libfastsock.so to preload (default: $FASTSOCK_LIB, else build/preload/)
   --json FILE  also write the results as JSON to FILE
   --rounds N   interleaved without/with rounds (default: 5, quick: 1)
@@ -58,9 +60,10 @@ if [[ ! -f $lib ]]; then
   exit 77
 fi
 lib=$(realpath "$lib")
-for prog in NPtcp iperf3; do
+for prog in NPtcp iperf3 redis-server redis-benchmark; do
   if ! command -v "$prog" >/dev/null; then
-    echo "real-programs.sh: skipped: $prog is not installed (apt-get install netpipe-tcp iperf3)"
+    echo "real-programs.sh: skipped: $prog is not installed" \
+      "(apt-get install netpipe-tcp iperf3 redis-server redis-tools)"
     exit 77
   fi
 done
@@ -74,8 +77,10 @@ if [[ -n $cpus ]]; then
 fi
 if ((quick)); then
   np_upper=65536 iperf_seconds=1 np_bw_metric=bandwidth_64KiB_MBps np_repeats=(-n 50)
+  redis_requests=5000
 else
   np_upper=4194304 iperf_seconds=3 np_bw_metric=bandwidth_1-4MiB_MBps np_repeats=()
+  redis_requests=50000
 fi
 
 bench_workdir real
@@ -145,6 +150,21 @@ run_iperf3() {
     fail "iperf3 printed no receiver bandwidth"
 }
 
+# redis-server and redis-benchmark (GET, 50 connections, $redis_requests requests), variant
+# $1, log $2. Sets `rate` (requests per second, as redis-benchmark reports it).
+run_redis() {
+  variant_env "$1" "$2"
+  port=$(bench_free_port) || fail "no free port"
+  start_server redis redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no
+  "${venv[@]}" "${client_pin[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -c 50 \
+    -n "$redis_requests" -t get --csv >"$tmp/redis-client.out" 2>"$tmp/redis-client.err" ||
+    fail "redis-benchmark failed"
+  kill -TERM "$server_pid"  # redis-server exits with status 0 (nothing to save)
+  wait_server redis
+  rate=$(awk -F'"' '$2 == "GET" && $4 > 0 { print $4 }' "$tmp/redis-client.out")
+  [[ -n $rate ]] || fail "redis-benchmark printed no GET rate"
+}
+
 # Checks the log of one run of program $3: "with" ($1) must show tracked connections on both
 # sides, "without" must leave no log at all. Sets `clients`, `servers` (log line counts) and
 # `transports` (comma-separated transports named in those lines, "-" for none).
@@ -175,6 +195,8 @@ echo "NPtcp: NPtcp -P PORT -p 0 -u $np_upper (receiver), same plus -h 127.0.0.1 
   "(transmitter)"
 echo "iperf3: iperf3 -s -1 -B 127.0.0.1 -p PORT; iperf3 -c 127.0.0.1 -p PORT" \
   "-t $iperf_seconds -f m"
+echo "redis: redis-server --port PORT --bind 127.0.0.1 --save '' --appendonly no;" \
+  "redis-benchmark -h 127.0.0.1 -p PORT -c 50 -n $redis_requests -t get --csv"
 
 : >"$tmp/samples"   # round variant program metric value clients servers transports
 for ((r = 1; r <= rounds; r++)); do
@@ -195,6 +217,13 @@ for ((r = 1; r <= rounds; r++)); do
     echo "$r $v iperf3 bandwidth_MBps $bandwidth $clients $servers $transports" \
       >>"$tmp/samples"
   done
+  for v in "${order[@]}"; do
+    echo "round $r/$rounds: redis $v ..." >&2
+    log="$tmp/redis-$r-$v.log"
+    run_redis "$v" "$log"
+    check_log "$v" "$log" redis
+    echo "$r $v redis GET_requests_per_s $rate $clients $servers $transports" >>"$tmp/samples"
+  done
 done
 
 awk -f "$script_dir/stats.awk" -f "$script_dir/real_programs_report.awk" \
@@ -207,7 +236,7 @@ awk -f "$script_dir/stats.awk" -f "$script_dir/real_programs_report.awk" \
 cat <<'EOF'
 
 ratio = under fastsock / kernel TCP (medians over the rounds; for latency lower is better, for
-bandwidth higher is better). "transport" is read from fastsock's debug log of the runs.
+bandwidth and request rate higher is better). "transport" is read from fastsock's debug log of the runs.
 Both ends of every connection run on this host under the default chain, so the library
 carries them over shm (the "transport" column shows what each run used); a run whose
 connections stayed on kernel TCP would measure the pass-through layer's cost instead, a
