@@ -166,9 +166,9 @@ static_assert(offsetof(Direction, control) == 128);
 static_assert(offsetof(Direction, handoff) == 192);
 static_assert(sizeof(Direction) == 256);
 
-// Arm flag bits (shm_notify.hpp).
-inline constexpr uint32_t kArmOnce = 1;        // signal once, then the flag clears itself
-inline constexpr uint32_t kArmPersistent = 2;  // signal on every publish until disarmed
+// Arm flag bit (shm_notify.hpp): signal once, then the flag clears itself. Other bits
+// mean nothing.
+inline constexpr uint32_t kArmOnce = 1;
 
 // Written by side s to tell the peer when to signal s's eventfd.
 struct alignas(64) SideLine {

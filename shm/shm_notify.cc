@@ -15,20 +15,17 @@ Notifier::Notifier(const Segment& segment, int side, int own_eventfd, int peer_e
       own_fd_(own_eventfd),
       peer_fd_(peer_eventfd) {}
 
-void Notifier::arm_for_data(ArmMode mode) {
-  own_->arm_data.fetch_or(uint32_t(mode), std::memory_order_seq_cst);
+void Notifier::arm_for_data() {
+  own_->arm_data.fetch_or(kArmOnce, std::memory_order_seq_cst);
   // Orders the flag before the caller's re-check of the ring (pairs with the publisher's
   // fence between its counter store and its flag load).
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-void Notifier::arm_for_space(ArmMode mode) {
-  own_->arm_space.fetch_or(uint32_t(mode), std::memory_order_seq_cst);
+void Notifier::arm_for_space() {
+  own_->arm_space.fetch_or(kArmOnce, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
-
-void Notifier::disarm_data() { own_->arm_data.store(0, std::memory_order_relaxed); }
-void Notifier::disarm_space() { own_->arm_space.store(0, std::memory_order_relaxed); }
 
 bool Notifier::peer_on_my_cpu() {
   const int cpu = sched_getcpu();  // glibc reads it from rseq: no system call
@@ -55,10 +52,8 @@ uint64_t Notifier::drain_if_signalled() {
 bool Notifier::signal_if_armed(std::atomic<uint32_t>& flag) {
   // Orders our counter store (release) before the flag load: see the waiter's protocol.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  uint32_t armed = flag.load(std::memory_order_relaxed);
-  if ((armed & (kArmOnce | kArmPersistent)) == 0) return false;  // fast path: no syscall
-  if (armed & kArmOnce) armed = flag.fetch_and(~kArmOnce, std::memory_order_acq_rel);
-  if ((armed & (kArmOnce | kArmPersistent)) == 0) return false;
+  if ((flag.load(std::memory_order_relaxed) & kArmOnce) == 0) return false;  // fast path: no syscall
+  if ((flag.fetch_and(~kArmOnce, std::memory_order_acq_rel) & kArmOnce) == 0) return false;
   if (peer_->pending.exchange(1, std::memory_order_seq_cst) != 0) return false;
   const uint64_t one = 1;
   if (sys::write(peer_fd_, &one, sizeof one) != long(sizeof one)) {

@@ -21,10 +21,8 @@
 // RingConsumer::read); it issues a seq_cst fence, then loads the peer's flag. Either the
 // waiter's re-check sees the bytes, or the publisher sees the flag: a wake-up is never lost.
 //
-// Arm modes: `once` clears itself when a signal is sent (a blocking call arms it each time
-// before it sleeps); `persistent` stays set until disarmed, for an fd in an epoll set that
-// must become readable whenever bytes arrive. Every publish to a persistently armed peer
-// signals, except while an earlier signal is still pending (not drained).
+// An arm is for one signal: it clears itself when the signal is sent, and every waiter
+// (a blocking call, a poll, an epoll registration) arms again each time before it sleeps.
 //
 // The flags and `pending` are shared and untrusted: a peer that scribbles them can only make
 // us send it more signals (at most one eventfd write per publish) or none, i.e. slow down or
@@ -37,8 +35,6 @@
 #include "shm_segment.hpp"
 
 namespace fastsock::shm {
-
-enum class ArmMode : uint32_t { once = kArmOnce, persistent = kArmPersistent };
 
 class Notifier {
  public:
@@ -53,10 +49,8 @@ class Notifier {
   void set_peer(int peer_eventfd) { peer_fd_ = peer_eventfd; }
 
   // Waiting side.
-  void arm_for_data(ArmMode mode = ArmMode::once);
-  void arm_for_space(ArmMode mode = ArmMode::once);
-  void disarm_data();
-  void disarm_space();
+  void arm_for_data();
+  void arm_for_space();
   // Consumes the signals on the own eventfd (non-blocking read) and clears `pending`;
   // returns how many signals were counted (0 if none).
   uint64_t drain();

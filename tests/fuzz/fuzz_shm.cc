@@ -200,7 +200,7 @@ struct Harness {
   void misc(Input& in_bytes) {
     switch (in_bytes.byte() % 8) {
       case 0: FUZZ_CHECK(rx.readable(in) <= (uint64_t{1} << 41)); break;
-      case 1: side1.arm_for_data(in_bytes.byte() & 1 ? ArmMode::persistent : ArmMode::once); break;
+      case 1: side1.arm_for_data(); break;
       case 2: side0.arm_for_space(); break;
       case 3: side0.drain(); side1.drain(); break;
       case 4: (void)in.eof(); (void)out.read_closed(); break;
