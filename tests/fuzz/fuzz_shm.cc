@@ -212,7 +212,7 @@ struct Harness {
         break;
       }
       case 6: (void)tx.done(); break;
-      default: side1.disarm_data(); break;
+      default: side0.drain_if_signalled(); side1.drain_if_signalled(); break;
     }
   }
 };
