@@ -1109,10 +1109,11 @@ short Conn::poll_now(int fd, short events) noexcept {
   if (rx_on_tcp()) {
     if (tcp_skip_ == 0 || (p.revents & (POLLRDHUP | POLLHUP)))
       rev |= short(p.revents & (events & (POLLIN | POLLRDHUP | POLLRDNORM)));
-  } else if (rx_head_ != rx_tail_ || peer_fin_ || peer_left_ ||
+  } else if (rx_head_ != rx_tail_ || peer_fin_ || peer_left_ || read_shut_ ||
              (p.revents & (POLLIN | POLLRDHUP))) {
     rev |= short(events & (POLLIN | POLLRDNORM));
-    if (peer_fin_ && (events & POLLRDHUP)) rev |= POLLRDHUP;
+    // After shutdown(SHUT_RD) the kernel reports the socket read-hung-up, as at a FIN.
+    if ((peer_fin_ || read_shut_) && (events & POLLRDHUP)) rev |= POLLRDHUP;
   }
   if (events & (POLLOUT | POLLWRNORM)) {
     if (!tx_switched_ || tx_back_on_tcp_)
