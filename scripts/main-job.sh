@@ -2,7 +2,7 @@
 # The main job (README.md): installs dependencies, builds, then
 #  1. compares kernel TCP, Unix sockets and fastsock with fastsock-pipe in ONE interleaved
 #     run, writing the table, JSON, CSV and the latency/bandwidth graphs to results/main-job/;
-#  2. runs real programs (NetPIPE, iperf3) over kernel TCP and under fastsock in one run and
+#  2. runs real programs (NetPIPE, iperf3, redis) over kernel TCP and under fastsock in one run and
 #     prints their comparison table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
