@@ -16,7 +16,7 @@
 namespace fastsock::stats {
 
 inline constexpr uint64_t kStatsMagic = 0x7473'6b63'6f73'7466ull;  // "ftsockst"
-inline constexpr uint32_t kStatsVersion = 1;
+inline constexpr uint32_t kStatsVersion = 2;  // 2: reason[240] (was 120)
 inline constexpr uint32_t kSlotCount = 4096;
 inline constexpr const char* kStatsPrefix = "/dev/shm/fastsock-stats.";
 
@@ -45,7 +45,9 @@ struct alignas(64) Slot {
   std::atomic<uint64_t> bytes_sent;
   std::atomic<uint64_t> bytes_received;
   uint64_t opened_ns;              // CLOCK_REALTIME when tracked
-  char reason[120];                // why the connection is not on a faster link (NUL-terminated)
+  // Why the connection is not on a faster link (NUL-terminated): room for every link's
+  // part ("shm: ...; verbs: ...; vendor: ..."); at 120 the last one was cut.
+  char reason[240];
 };
 static_assert(offsetof(Slot, state) == 0);
 static_assert(offsetof(Slot, fd) == 4);
@@ -57,7 +59,7 @@ static_assert(offsetof(Slot, bytes_sent) == 56);
 static_assert(offsetof(Slot, bytes_received) == 64);
 static_assert(offsetof(Slot, opened_ns) == 72);
 static_assert(offsetof(Slot, reason) == 80);
-static_assert(sizeof(Slot) == 256);
+static_assert(sizeof(Slot) == 320);
 
 struct alignas(64) Header {
   uint64_t magic;                  // kStatsMagic once the header is complete

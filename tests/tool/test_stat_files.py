@@ -98,8 +98,8 @@ try:
               "unterminated strings stop at their field's size; escapes become '?'", j)
         conns = {c["fd"]: c for c in j["connections"]}
         check(conns.get(-5, {}).get("reason", "").startswith("??RRR")
-              and len(conns.get(-5, {}).get("reason", "")) == 120,
-              "an unterminated reason is cut at 120 bytes, control bytes replaced", conns)
+              and len(conns.get(-5, {}).get("reason", "")) == 240,
+              "an unterminated reason is cut at 240 bytes, control bytes replaced", conns)
         check(conns.get(7, {}).get("local") == "?", "an unknown address family prints '?'",
               conns.get(7))
         check(j["total_connections"] == 2**64 - 1, "counters are shown as stored",
@@ -109,7 +109,7 @@ try:
     invalid = [
         ("garbage", "bad magic"),
         ("uninitialized", "bad magic"),
-        ("bad-version", "layout version 2"),
+        ("bad-version", "layout version 3"),
         ("bad-slots", "slot count 17"),
         ("pid-mismatch", f"written for pid {pid + 1}"),
         ("size:0", "wrong size (0 bytes"),
