@@ -10,6 +10,9 @@
 //    with process_vm_readv while the producer waits), with TCP loopback as the baseline;
 //    and the crossover: the smallest size from which handoff beats ring copy at every larger
 //    measured size. That is the threshold the transport uses by default.
+// 3. The same ring-against-handoff comparison with both ends as threads of one process,
+//    where handoff is a single memcpy from the sender's buffer (threads talking over
+//    loopback), and its own crossover.
 //
 // Every figure is the best of several timed batches after a warm-up (interference only
 // adds time), the median in parentheses. The exit status never depends on a timing: 0 when
@@ -23,6 +26,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
+#include <pthread.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -34,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_common.h"
@@ -74,6 +79,27 @@ bool run_pair(int parent_cpu, int child_cpu, const std::function<int()>& child,
   for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
   sched_setaffinity(0, sizeof all, &all);
   return ok;
+}
+
+// The same with `child` on a thread of this process: the two ends share one address space.
+bool run_threads(int parent_cpu, int child_cpu, const std::function<int()>& child,
+                 const std::function<bool()>& parent) {
+  int child_status = -1;
+  std::thread t([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(child_cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    child_status = child();
+  });
+  bench_pin(parent_cpu);
+  bool ok = parent();
+  t.join();
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
+  sched_setaffinity(0, sizeof all, &all);
+  return ok && child_status == 0;
 }
 
 struct Summary {
@@ -298,8 +324,9 @@ enum class Path { ring, handoff, tcp };
 
 // MB/s (1e6 B/s) for `bytes` per repetition sent as `size`-byte messages, per repetition.
 // The receiver reads into a buffer of `size` bytes (as recv(size) would) and acks the end
-// of each repetition with one byte.
-Summary bandwidth(Path path, size_t size, bool same_cpu) {
+// of each repetition with one byte. `threads`: both ends in this process (handoff by
+// memcpy), else two processes (handoff by process_vm_readv).
+Summary bandwidth(Path path, size_t size, bool same_cpu, bool threads = false) {
   const uint64_t per_rep = std::max<uint64_t>(uint64_t(size) * 8, g_opt.quick ? 16u << 20 : 256u << 20);
   const uint64_t messages = per_rep / size;
   const int reps = g_opt.quick ? 2 : 5;  // the first is a warm-up
@@ -311,8 +338,9 @@ Summary bandwidth(Path path, size_t size, bool same_cpu) {
     kernel_pair(true, fds);
   else if (!seg.create(Limits{}).ok())
     return {};
+  if (threads) seg.set_peer_in_this_process(true);
   std::vector<double> rates;
-  bool ok = run_pair(
+  bool ok = (threads ? run_threads : run_pair)(
       g_opt.cpu_a, same_cpu ? g_opt.cpu_a : g_opt.cpu_b,
       [&] {
         std::vector<unsigned char> in(size);
@@ -496,6 +524,28 @@ int main(int argc, char** argv) {
   if (peak_tcp > 0)
     printf("  peak: shm %.0f MB/s, tcp %.0f MB/s, ratio %.2fx\n", peak_shm, peak_tcp, peak_shm / peak_tcp);
   printf("result workload=shm_handoff_crossover metric=bytes unit=B value=%zu\n", crossover);
+
+  printf("\nin one process (two threads; handoff is one memcpy from the sender's buffer), MB/s:"
+         " best (median)\n");
+  printf("  %-8s %17s %17s %8s\n", "size", "ring copy", "handoff", "ho/ring");
+  std::vector<double> ratio_threads(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    size_t n = sizes[i];
+    Summary r = check(bandwidth(Path::ring, n, false, true), "ring bandwidth, threads");
+    Summary h = check(bandwidth(Path::handoff, n, false, true), "handoff bandwidth, threads");
+    ratio_threads[i] = r.best > 0 ? h.best / r.best : 0;
+    printf("  %-8s %8.0f (%6.0f) %8.0f (%6.0f) %8.2f\n", size_text(n).c_str(), r.best, r.median,
+           h.best, h.median, ratio_threads[i]);
+  }
+  size_t crossover_threads = 0;
+  for (size_t i = sizes.size(); i-- > 0 && ratio_threads[i] > 1.0;) crossover_threads = sizes[i];
+  if (crossover_threads)
+    printf("  crossover: handoff beats ring copy from %s up (at every larger size measured)\n",
+           size_text(crossover_threads).c_str());
+  else
+    printf("  crossover: handoff never beats ring copy at the largest size measured\n");
+  printf("result workload=shm_handoff_crossover_threads metric=bytes unit=B value=%zu\n",
+         crossover_threads);
   printf("result workload=shm_peak_bandwidth metric=MBps unit=MB/s value=%.1f tcp=%.1f ratio=%.2f\n",
          peak_shm, peak_tcp, peak_tcp > 0 ? peak_shm / peak_tcp : 0);
   return all_ok ? 0 : 1;
