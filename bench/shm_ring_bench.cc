@@ -421,6 +421,19 @@ std::string size_text(size_t n) {
   return b;
 }
 
+// The crossover: the smallest size from which handoff wins (ratio handoff/ring > 1) at
+// every larger size measured, printed and returned (0: none).
+size_t print_crossover(const std::vector<size_t>& sizes, const std::vector<double>& ratio) {
+  size_t crossover = 0;
+  for (size_t i = sizes.size(); i-- > 0 && ratio[i] > 1.0;) crossover = sizes[i];
+  if (crossover)
+    printf("  crossover: handoff beats ring copy from %s up (at every larger size measured)\n",
+           size_text(crossover).c_str());
+  else
+    printf("  crossover: handoff never beats ring copy at the largest size measured\n");
+  return crossover;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -513,14 +526,7 @@ int main(int argc, char** argv) {
            r.best, r.median, h.best, h.median, ratio[i], t.best, t.median,
            t.best > 0 ? r.best / t.best : 0, t.best > 0 ? h.best / t.best : 0);
   }
-  // The crossover: the smallest size from which handoff wins at every larger size.
-  size_t crossover = 0;
-  for (size_t i = sizes.size(); i-- > 0 && ratio[i] > 1.0;) crossover = sizes[i];
-  if (crossover)
-    printf("  crossover: handoff beats ring copy from %s up (at every larger size measured)\n",
-           size_text(crossover).c_str());
-  else
-    printf("  crossover: handoff never beats ring copy at the largest size measured\n");
+  const size_t crossover = print_crossover(sizes, ratio);
   if (peak_tcp > 0)
     printf("  peak: shm %.0f MB/s, tcp %.0f MB/s, ratio %.2fx\n", peak_shm, peak_tcp, peak_shm / peak_tcp);
   printf("result workload=shm_handoff_crossover metric=bytes unit=B value=%zu\n", crossover);
@@ -537,15 +543,8 @@ int main(int argc, char** argv) {
     printf("  %-8s %8.0f (%6.0f) %8.0f (%6.0f) %8.2f\n", size_text(n).c_str(), r.best, r.median,
            h.best, h.median, ratio_threads[i]);
   }
-  size_t crossover_threads = 0;
-  for (size_t i = sizes.size(); i-- > 0 && ratio_threads[i] > 1.0;) crossover_threads = sizes[i];
-  if (crossover_threads)
-    printf("  crossover: handoff beats ring copy from %s up (at every larger size measured)\n",
-           size_text(crossover_threads).c_str());
-  else
-    printf("  crossover: handoff never beats ring copy at the largest size measured\n");
   printf("result workload=shm_handoff_crossover_threads metric=bytes unit=B value=%zu\n",
-         crossover_threads);
+         print_crossover(sizes, ratio_threads));
   printf("result workload=shm_peak_bandwidth metric=MBps unit=MB/s value=%.1f tcp=%.1f ratio=%.2f\n",
          peak_shm, peak_tcp, peak_tcp > 0 ? peak_shm / peak_tcp : 0);
   return all_ok ? 0 : 1;
