@@ -267,6 +267,15 @@ static void epoll_in_poll(int c, int s) {
   ok("an epoll set inside poll() and select(): readable for bytes waiting and arriving, not after the read");
 }
 
+// Adds fd for `events` with `tag`, expects one report of them, then removes fd again.
+static void wait_registered(int ep, int fd, uint32_t events, uint64_t tag, const char* what) {
+  add(ep, fd, events, tag);
+  struct epoll_event ev = wait_one(ep, kLongMs, 1, what);
+  CHECK(ev.data.u64 == tag && (ev.events & events), "%s: event %#x tag %llu", what, ev.events,
+        (unsigned long long)ev.data.u64);
+  SYS(epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL));
+}
+
 // EPOLL_CTL_DEL, then EPOLL_CTL_ADD of the same connection again: event loops do it
 // whenever a descriptor's interest becomes empty, redis-benchmark for every request. A
 // removed connection is unknown to the set (ENOENT, never reported) until it is added
@@ -289,21 +298,12 @@ static void remove_and_add(int c, int s) {
   // A request-response loop that registers for room, writes, then registers for the
   // answer, removing the connection in between, as redis-benchmark does.
   for (int round = 0; round < 200; ++round) {
-    add(ep, c, EPOLLOUT, 60);
-    struct epoll_event ev = wait_one(ep, kLongMs, 1, "loop: room");
-    CHECK(ev.data.u64 == 60 && (ev.events & EPOLLOUT), "loop: room event %#x", ev.events);
-    SYS(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+    wait_registered(ep, c, EPOLLOUT, 60, "loop: room");
     write_all(c, "q", 1);
-    add(ep, s, EPOLLIN, 61);
-    ev = wait_one(ep, kLongMs, 1, "loop: request");
-    CHECK(ev.data.u64 == 61 && (ev.events & EPOLLIN), "loop: request event %#x", ev.events);
-    SYS(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL));
+    wait_registered(ep, s, EPOLLIN, 61, "loop: request");
     drain(s, 1);
     write_all(s, "r", 1);
-    add(ep, c, EPOLLIN, 62);
-    ev = wait_one(ep, kLongMs, 1, "loop: answer");
-    CHECK(ev.data.u64 == 62 && (ev.events & EPOLLIN), "loop: answer event %#x", ev.events);
-    SYS(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+    wait_registered(ep, c, EPOLLIN, 62, "loop: answer");
     drain(c, 1);
   }
   // Removed and added back while the waiter sleeps: the byte still wakes it.
