@@ -7,10 +7,11 @@
 //
 //   tcp       client: socket, connect, read 1 byte, close (SO_LINGER 0: no TIME_WAIT)
 //             server: accept4, write 1 byte, close
-//   rv        as tcp, plus the rendezvous: the client dials the record before its connect
-//             and sends its hello with 2 descriptors (a memfd and an eventfd created once,
-//             reused); the server matches the accepted connection and replies with 1
-//             eventfd; the client waits for that reply (poll) instead of the TCP byte
+//   rv        as tcp, plus the rendezvous: the client dials the record and sends its hello
+//             with 2 descriptors (a memfd and an eventfd created once, reused) before its
+//             connect, and its `where` after it; the server matches the accepted connection
+//             and replies with 1 eventfd; the client waits for that reply (poll) instead of
+//             the TCP byte
 //   rv+fds    as rv, with a fresh memfd (ftruncate'd to 64 KiB) and two eventfds created
 //             per connection: a rough stand-in for the segment setup of the shm transport
 //
@@ -23,9 +24,7 @@
 // --loop N runs only the in-process rendezvous N times, untimed, for counting its system
 // calls: strace -c build/bench/bench_rendezvous --loop 1000
 //
-// usage: bench_rendezvous [--connections N] [--batches B] [--spin-us US] [--parts]
-//                         [--loop N]
-// (--spin-us: the acceptor's spin before sleeping for a hello, Listener::match)
+// usage: bench_rendezvous [--connections N] [--batches B] [--parts] [--loop N]
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -45,6 +44,7 @@
 
 #include "endpoint.hpp"
 #include "shm_pool.hpp"
+#include "shm_peer_cookie.hpp"
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_channels.hpp"
 #include "shm_rendezvous_io.hpp"
@@ -92,9 +92,14 @@ struct ClientFds {
 void client_once(Mode mode, const sockaddr_in& dst, ClientFds& shared) {
   Dialer d;
   const char* why = nullptr;
-  if (mode != kTcp && d.dial(reinterpret_cast<const sockaddr*>(&dst), sizeof dst, &why) != 0)
-    die(why);
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ClientFds fresh;
+  if (mode == kRvFds) fresh.make();
+  ClientFds& use = mode == kRvFds ? fresh : shared;
+  if (mode != kTcp) {
+    if (d.dial(reinterpret_cast<const sockaddr*>(&dst), sizeof dst, &why) != 0) die(why);
+    if (d.send_hello(socket_cookie(fd), use.fds, 2, &why) != 0) die(why);
+  }
   while (connect(fd, reinterpret_cast<const sockaddr*>(&dst), sizeof dst) != 0)
     if (errno != EINTR) die("connect");
   if (mode == kTcp) {
@@ -106,15 +111,9 @@ void client_once(Mode mode, const sockaddr_in& dst, ClientFds& shared) {
   sockaddr_in local{};
   socklen_t len = sizeof local;
   getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
-  ClientFds fresh;
-  if (mode == kRvFds) fresh.make();
-  ClientFds& use = mode == kRvFds ? fresh : shared;
-  // The acceptor may have given up on this hello (its budget ran out while we were
-  // descheduled): the connection just stays on TCP, as in the library.
   // The server writes a TCP byte instead of answering when it leaves the connection on
   // TCP: wait for whichever comes.
-  if (d.send_hello(endpoint_from(reinterpret_cast<sockaddr*>(&local), len), use.fds, 2,
-                   &why) == 0) {
+  if (d.send_where(endpoint_from(reinterpret_cast<sockaddr*>(&local), len), &why) == 0) {
     pollfd p[2] = {{d.fd(), POLLIN, 0}, {fd, POLLIN, 0}};
     while (poll(p, 2, 10000) < 1)
       if (errno != EINTR) die("poll");
@@ -126,8 +125,6 @@ void client_once(Mode mode, const sockaddr_in& dst, ClientFds& shared) {
   linger_close(fd);
 }
 
-uint32_t g_spin_us = Listener::kDefaultSpinUs;
-
 void server_once(Mode mode, int tcp_listener, Listener& record, int server_efd) {
   sockaddr_in peer{};
   socklen_t len = sizeof peer;
@@ -138,8 +135,11 @@ void server_once(Mode mode, int tcp_listener, Listener& record, int server_efd) 
     close(fd);
     return;
   }
+  sockaddr_in local{};
+  socklen_t local_len = sizeof local;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len);
   MatchResult m = record.match(endpoint_from(reinterpret_cast<sockaddr*>(&peer), len),
-                               Listener::kDefaultBudgetUs, g_spin_us);
+                               endpoint_from(reinterpret_cast<sockaddr*>(&local), local_len));
   if (m.status == MatchStatus::error) die(m.why);
   if (m.status == MatchStatus::not_fastsock) {  // counted, see main()
     if (write(fd, "t", 1) != 1) die("write");
@@ -179,7 +179,7 @@ void part_tcp(long n) {
   }
 }
 
-// One in-process rendezvous: intent, hello with 2 descriptors, match, reply with 1. With
+// One in-process rendezvous: hello with 2 descriptors, where, match, reply with 1. With
 // `fresh_channel`, the connector's idle channel is closed after each, so every connection
 // dials a new one (what each connection cost before channels were kept).
 void rendezvous_loop(long n, bool fresh_channel) {
@@ -189,8 +189,9 @@ void rendezvous_loop(long n, bool fresh_channel) {
     if (d.dial(reinterpret_cast<sockaddr*>(&g_dst), sizeof g_dst, &why) != 0) die(why);
     stats::Endpoint local = endpoint_from(reinterpret_cast<sockaddr*>(&g_dst), sizeof g_dst);
     local.port = uint16_t(1024 + i % 60000);
-    if (d.send_hello(local, g_fds, 2, &why) != 0) die(why);
-    MatchResult m = g_record->match(local, 0);
+    if (d.send_hello(uint64_t(i + 1), g_fds, 2, &why) != 0) die(why);
+    if (d.send_where(local, &why) != 0) die(why);
+    MatchResult m = g_record->match(local, local);
     if (m.status != MatchStatus::matched) die("match");
     if (m.handshake.accept(&g_fds[1], 1, &why) != 0) die(why);
     Reply reply;
@@ -430,12 +431,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--connections") && i + 1 < argc) connections = atol(argv[++i]);
     else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atol(argv[++i]);
-    else if (!strcmp(argv[i], "--spin-us") && i + 1 < argc) g_spin_us = uint32_t(atol(argv[++i]));
     else if (!strcmp(argv[i], "--parts")) parts = true;
     else if (!strcmp(argv[i], "--loop") && i + 1 < argc) loop = atol(argv[++i]);
     else {
       fprintf(stderr,
-              "usage: %s [--connections N] [--batches B] [--spin-us US] [--parts] [--loop N]\n",
+              "usage: %s [--connections N] [--batches B] [--parts] [--loop N]\n",
               argv[0]);
       return 2;
     }
@@ -499,9 +499,9 @@ int main(int argc, char** argv) {
   int status = 0;
   waitpid(child, &status, 0);
   const ListenerCounters& c = record.counters();
-  printf("server: %llu matched, %llu of them after sleeping for a hello sent after the"
-         " accept; %llu stayed on TCP (%llu of them: budget ran out)\n",
-         (unsigned long long)c.matched, (unsigned long long)c.waits,
-         (unsigned long long)c.not_fastsock, (unsigned long long)c.budget_expired);
+  printf("server: %llu matched, %llu of them by socket cookie (accepted before the `where`);"
+         " %llu stayed on TCP\n",
+         (unsigned long long)c.matched, (unsigned long long)c.by_cookie,
+         (unsigned long long)c.not_fastsock);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

@@ -96,13 +96,57 @@ void Conn::use_slot(Pool* pool, PoolSlot* slot) {
   peer_bell_ = slot->peer_bell;
 }
 
-int Conn::prepare(const sockaddr* dst, socklen_t len, const char** why) {
+int Conn::prepare(int fd, const sockaddr* dst, socklen_t len, const char** why) {
   side_ = 0;
-  if (int rc = dialer_.dial(dst, len, why); rc < 0) return rc;
-  // Everything the hello carries is made now, before the TCP connect: the acceptor waits
-  // for the hello only briefly once it has accepted, so little may happen in between.
-  // A segment of the channel's pool first: a released one costs no system call (an
-  // eventfd is drained only where a signal was left), a new one is kept (shm_pool.hpp).
+  // The hello names this socket by its cookie: the acceptor asks sock_diag for its peer's.
+  const uint64_t cookie = socket_cookie(fd);
+  if (cookie == 0) {
+    *why = "the kernel gives no socket cookie (SO_COOKIE)";
+    return -ENOPROTOOPT;
+  }
+  // The hello goes before the SYN: when the acceptor's accept() returns, it is there. A
+  // kept channel whose listener closed or dropped it fails the send at once: its segment is
+  // given up and the next channel (finally a new one) tried. Nothing is on TCP yet.
+  for (int attempt = 0; attempt < Dialer::kMaxDials; ++attempt) {
+    if (int rc = dialer_.dial(dst, len, why); rc < 0) return rc;
+    if (int rc = make_segment(why); rc < 0) return rc;
+    const int fds[2] = {seg_->fd(), own_bell_};
+    const int nfds = slot_op_ == SlotOp::reuse ? 0 : 2;
+    const int rc = dialer_.send_hello(cookie, fds, nfds, why);
+    if (rc == 0) {
+      phase_ = Phase::dialled;
+      return 0;
+    }
+    drop_segment();
+    if (rc != -ESTALE) return rc;
+  }
+  *why = "every kept rendezvous channel was closed by its listener";
+  return -ECONNREFUSED;
+}
+
+// Undoes make_segment, for a hello that could not be sent: nobody else knows the segment.
+void Conn::drop_segment() {
+  if (slot_) {
+    pool_->forget(slot_);
+    pool_->release(slot_, side_);
+    pool_->unref();
+    slot_ = nullptr;
+    pool_ = nullptr;
+    own_bell_ = peer_bell_ = -1;  // the slot's
+  } else {
+    internal_fds::remove(own_bell_);
+    if (own_bell_ >= 0) sys::close(own_bell_);
+    own_bell_ = -1;
+  }
+  segment_ = Segment();
+  seg_ = &segment_;
+  slot_op_ = SlotOp::unpooled;
+}
+
+// The segment and this end's eventfd for the hello: a segment of the channel's pool first
+// (a released one costs no system call; an eventfd is drained only where a signal was
+// left), a new one is kept (shm_pool.hpp); else one of its own.
+int Conn::make_segment(const char** why) {
   if (Pool* pool = dialer_.pool()) {
     Status st;
     const Pool::Pick pick = pool->pick(options_.limits, st);
@@ -114,7 +158,6 @@ int Conn::prepare(const sockaddr* dst, socklen_t len, const char** why) {
       use_slot(pool, pick.slot);
       slot_op_ = pick.op;
       dialer_.set_slot(pick.op, pick.slot->id);
-      phase_ = Phase::dialled;
       return 0;
     }
   }
@@ -128,7 +171,6 @@ int Conn::prepare(const sockaddr* dst, socklen_t len, const char** why) {
     *why = "cannot create an eventfd";
     return -errno;
   }
-  phase_ = Phase::dialled;
   return 0;
 }
 
@@ -137,18 +179,15 @@ int Conn::start_connector(int fd, const char** why) {
     *why = "no fastsock listener";
     return -ECONNREFUSED;
   }
-  phase_ = Phase::tcp;  // until everything below worked
+  // Where the connection comes from: an acceptor that has not accepted it yet matches it
+  // by address; one that has (it preempted this connect, on this CPU) asked sock_diag.
+  // Only a shortcut: the hello is out, so the acceptor may have attached already, and only
+  // its reply (or its going) decides; a `where` that cannot be sent changes nothing.
   sockaddr_storage ss;
   socklen_t sl = sizeof ss;
-  if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl) != 0) {
-    *why = "cannot read the local address";
-    return -errno;
-  }
-  const stats::Endpoint local = endpoint_from(reinterpret_cast<sockaddr*>(&ss), sl);
-  // A reused segment: the acceptor has it and both eventfds already.
-  const int fds[2] = {seg_->fd(), own_bell_};
-  const int nfds = slot_op_ == SlotOp::reuse ? 0 : 2;
-  if (int rc = dialer_.send_hello(local, fds, nfds, why); rc < 0) return rc;
+  const char* ignored;
+  if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl) == 0)
+    (void)dialer_.send_where(endpoint_from(reinterpret_cast<sockaddr*>(&ss), sl), &ignored);
   LOG_DEBUG("fd=%d shm: segment %s", fd,
             slot_op_ == SlotOp::reuse   ? "reused from the channel's pool"
             : slot_op_ == SlotOp::fresh ? "new, kept in the channel's pool"

@@ -2,9 +2,10 @@
 // protocol of design §3 for both directions, and the TCP-compatible send/recv over it.
 //
 // Life of a connection, connector side (side 0):
-//   prepare()  before the SYN: the listener's rendezvous record is dialled (shm_rendezvous)
-//   start_connector()  after connect(): segment and eventfd created, hello sent; phase
-//              `awaiting_peer`. Until the acceptor confirms, this end sends on TCP.
+//   prepare()  before the SYN: the listener's rendezvous record is dialled (shm_rendezvous),
+//              segment and eventfd made (or reused from the channel's pool), hello sent.
+//   start_connector()  after connect(): the connection's local endpoint sent (`where`);
+//              phase `awaiting_peer`. Until the acceptor confirms, this end sends on TCP.
 //   The acceptor confirms by publishing its own switch offset in the segment (after its
 //   reply, which carries its eventfd, is already queued); the connector notices that with
 //   one load on its next call, collects the reply, and becomes `active`.
@@ -59,8 +60,8 @@ class Conn {
   Conn& operator=(const Conn&) = delete;
   ~Conn();
 
-  // Connector, before the TCP connect. 0, or -errno with `why`.
-  int prepare(const sockaddr* dst, socklen_t len, const char** why);
+  // Connector, before the TCP connect of `fd` (to `dst`). 0, or -errno with `why`.
+  int prepare(int fd, const sockaddr* dst, socklen_t len, const char** why);
   // Connector, after the TCP connect of `fd` started. 0, or -errno with `why` (then the
   // connection stays on TCP).
   int start_connector(int fd, const char** why);
@@ -121,6 +122,8 @@ class Conn {
   bool connector() const { return side_ == 0; }
   // Borrows `slot` of `pool` (referenced by the caller for this connection).
   void use_slot(Pool* pool, PoolSlot* slot);
+  int make_segment(const char** why);
+  void drop_segment();
 
   // Connector: collects the acceptor's reply once it has confirmed (or failed). Returns
   // true when the phase changed.

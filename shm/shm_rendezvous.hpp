@@ -4,11 +4,13 @@
 //
 //   acceptor                                   connector
 //   Listener::open(local)  (after listen)
-//                                              Dialer::dial(dst)          intent, before the SYN
+//                                              Dialer::dial(dst)          a channel
+//                                              Dialer::send_hello(cookie, fds)   before the SYN
 //                                              TCP connect()
-//                                              Dialer::send_hello(local, fds)
+//                                              Dialer::send_where(local)
 //   TCP accept() -> peer
-//   Listener::match(peer, budget) -> Handshake
+//   Listener::match(peer, local) -> Handshake  (by the `where`, or, if it has not come yet,
+//                                               by the peer's socket cookie from sock_diag)
 //   Handshake::accept(fds) / reject(reason)
 //                                              Dialer::poll_reply()       any time later
 //
@@ -26,12 +28,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shm_peer_cookie.hpp"
 #include "shm_rendezvous_wire.hpp"
 #include "stats_layout.hpp"
 
 namespace fastsock::shm {
 
 class Pool;  // shm_pool.hpp
+
+// Idle channels kept per destination (shm_rendezvous_channels.hpp).
+inline constexpr int channels_per_destination = 4;
 
 // Descriptors received from the peer, owned until taken; the rest close with the object.
 class PassedFds {
@@ -57,19 +63,15 @@ class PassedFds {
   int count_ = 0;
 };
 
-// Counters of one listener, for stats and tests. Every announced connection ends in exactly
-// one of matched / dropped_* / rejected_late / evicted / still in the table.
+// Counters of one listener, for stats and tests. Every hello ends in exactly
+// one of matched / dropped_* / evicted / still in the table.
 struct ListenerCounters {
   uint64_t channels_opened = 0;    // connectors' channels accepted from the record
   uint64_t channels_closed = 0;    // ... closed by their connector between handshakes
   uint64_t matched = 0;            // match() found the dialer of the accepted connection
+  uint64_t by_cookie = 0;          // ... of which before its `where` came (through sock_diag)
   uint64_t not_fastsock = 0;       // match() decided the peer does not run fastsock
-  uint64_t budget_expired = 0;     // ... after waiting its whole budget for a silent dialer
-  uint64_t waits = 0;              // match() slept (ppoll) for a hello not sent yet,
-                                   // having spun for it in vain
   uint64_t dropped_closed = 0;     // dialer closed its channel during a handshake
-  uint64_t rejected_late = 0;      // hello of a connection match() had given up on (the
-                                   // dialer is told so with a rejecting reply)
   uint64_t dropped_uid = 0;        // credentials of another uid, or pid != the hello's pid
   uint64_t dropped_malformed = 0;  // hello or its control data refused
   uint64_t evicted = 0;            // table full: the oldest idle channel (or, with none,
@@ -137,8 +139,8 @@ struct MatchResult {
 class Listener {
  public:
   struct Options {
-    // Connectors' channels held: idle between handshakes, or with a connection announced
-    // or its hello read but not matched yet. When full, idle channels are evicted first
+    // Connectors' channels held: idle between handshakes, or with a hello read but not
+    // matched yet. When full, idle channels are evicted first
     // (their connector dials a new one next time), then the oldest handshake: pass the
     // application's listen() backlog (about 100 bytes per entry, allocated at open()).
     int table_capacity = 128;
@@ -146,10 +148,6 @@ class Listener {
     bool v6only = false;
   };
   static constexpr int kMaxTableCapacity = 4096;  // fits the epoll tag's slot bits
-  static constexpr uint32_t kDefaultBudgetUs = 2000;
-  // No spinning by default: on this project's 2-core machines spinning made setup slower
-  // (docs/shm-rendezvous.md, "Cost"); worth it only when the dialer has a CPU of its own.
-  static constexpr uint32_t kDefaultSpinUs = 0;
 
   Listener() noexcept = default;
   Listener(const Listener&) = delete;
@@ -167,15 +165,16 @@ class Listener {
   // The record's listening socket (readable when new channels are waiting), -1 when closed.
   int fd() const noexcept { return record_fd_; }
 
-  // Called after the real TCP accept() returned a connection from `peer`: returns the
-  // fastsock dialer of that connection, or not_fastsock. Waits at most `budget_us`
-  // microseconds, and only while a channel has announced a connection without sending its
-  // hello yet: the first `spin_us` of it polling without sleeping (Config::spin_us), then
-  // in epoll_wait.
-  MatchResult match(const stats::Endpoint& peer, uint32_t budget_us = kDefaultBudgetUs,
-                    uint32_t spin_us = kDefaultSpinUs) noexcept;
+  // Called after the real TCP accept() returned a connection from `peer` on `local`:
+  // returns the fastsock dialer of that connection, or not_fastsock. Never waits: a
+  // dialer's hello precedes its SYN. Matched by the dialer's `where` (its local endpoint,
+  // sent after its connect); when the accept came first, by the dialer's socket cookie,
+  // which sock_diag gives for `peer` (asked only while such a hello is held).
+  MatchResult match(const stats::Endpoint& peer, const stats::Endpoint& local) noexcept;
+  // The same for a peer socket whose cookie is known (tests).
+  MatchResult match(uint64_t peer_cookie) noexcept;
 
-  // Announced connections held in the table (hello read or awaited).
+  // Hellos held in the table (their connections not accepted yet).
   int pending() const noexcept { return pending_; }
   // Connectors' channels held (idle ones included).
   int channels() const noexcept { return used_; }
@@ -189,11 +188,18 @@ class Listener {
   struct Entry;
   enum class State : uint8_t {
     idle,       // between handshakes
-    announced,  // intent read, hello awaited
     hello,      // hello read, its connection not accepted yet
     lent,       // matched: a Handshake answers it
   };
   enum class ReadResult : uint8_t { hello, waiting, dropped };
+  // The connection match() looks for: its endpoints, and its peer socket's cookie once
+  // known (0 before); `why` once sock_diag could not name it.
+  struct Want {
+    stats::Endpoint peer{};
+    stats::Endpoint local{};
+    uint64_t cookie = 0;
+    const char* why = nullptr;
+  };
   // epoll tags: a channel's slot and admission number (an event of a dropped channel
   // must not be taken for the newer one in its slot); the record's is all ones.
   static constexpr uint64_t kRecordTag = UINT64_MAX;
@@ -207,26 +213,31 @@ class Listener {
   bool admit(int fd) noexcept;
   void drop(Entry& e, uint64_t ListenerCounters::*counter) noexcept;
   void sweep_closed() noexcept;
-  int find_hello(const stats::Endpoint& peer) const noexcept;
+  bool identify(Want& want) noexcept;
+  int find_hello(const Want& want) const noexcept;
+  bool holds_unplaced_hello() const noexcept;
+  bool take_where(Entry& e, const void* wire, struct Received& r) noexcept;
+  MatchResult match(Want& want) noexcept;
   MatchResult take(Entry& e) noexcept;
   void give_back(int slot, bool reusable) noexcept;
-  bool handle_events(int n, const stats::Endpoint& want, int& found) noexcept;
+  bool handle_events(int n, const Want& want, int& found) noexcept;
   int adopt_after_fork() noexcept;
-  MatchResult wait_for_hello(const stats::Endpoint& peer, uint32_t budget_us,
-                             uint32_t spin_us) noexcept;
+  bool was_gone(const Want& want) const noexcept;
 
-  // Peers whose match() ran out of budget while dialers were silent: if one of those
-  // dialers later sends a hello for such a peer, it is answered "rejected" at once rather
-  // than left waiting for a reply that would never come. Bounded; oldest overwritten.
-  static constexpr int kGivenUpMemory = 16;
-  void remember_given_up(const stats::Endpoint& peer) noexcept;
-  bool forget_given_up(const stats::Endpoint& peer) noexcept;
-  stats::Endpoint given_up_[kGivenUpMemory] = {};
-  int given_up_next_ = 0;
+  // Connectors that closed their channel after their hello (bounded; oldest overwritten):
+  // their connection, accepted later, is reported as such.
+  struct Gone {
+    uint64_t cookie = 0;
+    stats::Endpoint where{};  // family 0: its where had not come
+  };
+  static constexpr int kGoneMemory = 16;
+  Gone gone_[kGoneMemory];
+  int gone_next_ = 0;
 
   int record_fd_ = -1;
   int presence_fd_ = -1;  // SOCK_DGRAM under the record's name: what dialers look for
   int epoll_fd_ = -1;     // the record and every channel
+  DiagSocket diag_;       // asks the kernel for accepted peers' socket cookies
   pid_t owner_pid_ = 0;   // the process whose channels the table holds
   struct epoll_event* events_ = nullptr;  // capacity_ + 1
   uid_t uid_ = 0;
@@ -236,7 +247,7 @@ class Listener {
   int* poll_index_ = nullptr;
   int capacity_ = 0;
   int used_ = 0;     // channels held
-  int pending_ = 0;  // of which announced or with a hello
+  int pending_ = 0;  // of which with a hello
   uint64_t admitted_ = 0;  // admission sequence: the oldest entry has the smallest
   ListenerCounters counters_;
 };
@@ -256,15 +267,13 @@ class Dialer {
   Dialer& operator=(const Dialer&) = delete;
   ~Dialer() { close(); }
 
-  // Announces a connection to the listener `dst` would reach, BEFORE the TCP connect: sends
-  // the intent on an idle channel kept from an earlier handshake of this process (one
-  // whose listener closed or restarted fails at once and is closed), or on a new channel
-  // (non-blocking Unix connect to the record, SO_PEERCRED checked). 0 when a record of
-  // this uid was found; -ECONNREFUSED "no fastsock listener"; -EPERM when the record
-  // belongs to another uid (nothing is sent to it); -EAGAIN when the record's backlog is
-  // full; -EAFNOSUPPORT for a destination that is not IPv4/IPv6; other -errno from
-  // socket()/connect()/sendmsg(). Never waits. Looks for records through a Unix datagram
-  // socket kept per thread (so a dial that finds none creates nothing).
+  // Takes a channel to the listener `dst` would reach, BEFORE the TCP connect: an idle one
+  // kept from an earlier handshake of this process, or a new one (non-blocking Unix connect
+  // to the record, SO_PEERCRED checked). 0 when a record of this uid was found;
+  // -ECONNREFUSED "no fastsock listener"; -EPERM when the record belongs to another uid;
+  // -EAGAIN when the record's backlog is full; -EAFNOSUPPORT for a destination that is not
+  // IPv4/IPv6; other -errno from socket()/connect(). Never waits. Looks for records through
+  // a Unix datagram socket kept per thread (so a dial that finds none creates nothing).
   int dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexcept;
 
   // The channel's segment pool (shm_pool.hpp), while this Dialer holds the channel (from
@@ -276,12 +285,21 @@ class Dialer {
     slot_ = slot;
   }
 
-  // After the TCP connect returned 0 or EINPROGRESS: sends the hello with the connector's
-  // local endpoint and `count` (<= kMaxPassedFds) descriptors (the caller keeps its own).
-  // Never waits: -EAGAIN if the socket buffer is full (cannot happen for the first
-  // message), -EPIPE / -ECONNRESET if the listener went away.
-  int send_hello(const stats::Endpoint& local, const int* fds, int count,
-                 const char** why) noexcept;
+  // After dial(), BEFORE the TCP connect: sends the hello naming the connector's TCP socket
+  // by its kernel cookie (socket_cookie(), shm_peer_cookie.hpp) with `count`
+  // (<= kMaxPassedFds) descriptors (the caller keeps its own). Never waits: -EAGAIN if the
+  // socket buffer is full (cannot happen for the first message), -EPIPE / -ECONNRESET if the
+  // listener went away, -ESTALE if the channel was a kept one that its listener closed
+  // (dial again: the next kept channel, finally a new one). On failure the channel is
+  // closed.
+  int send_hello(uint64_t cookie, const int* fds, int count, const char** why) noexcept;
+  // How many dials a connection may need: each kept channel of its destination may turn out
+  // closed, then a new one.
+  static constexpr int kMaxDials = channels_per_destination + 1;
+  // After the TCP connect returned 0 or EINPROGRESS: the connection's local endpoint, so
+  // that an acceptor that has not accepted it yet matches it without asking sock_diag.
+  // Never waits; -errno as send_hello.
+  int send_where(const stats::Endpoint& local, const char** why) noexcept;
 
   // Reads the answer without waiting. After any status but `pending` the channel is no
   // longer this Dialer's (fd() becomes -1): after a well-formed reply (accepted or
@@ -309,6 +327,8 @@ class Dialer {
   stats::Endpoint destination_{};  // canonical: the channel cache's key
   uint16_t server_port_ = 0;
   uint64_t nonce_ = 0;
+  uint64_t cookie_ = 0;  // the hello's
+  bool kept_ = false;    // the channel was kept from an earlier handshake
 };
 
 }  // namespace fastsock::shm

@@ -15,13 +15,11 @@
 
 #include "stats_layout.hpp"
 
-namespace fastsock::shm {
-class Pool;
-}
+#include "shm_rendezvous.hpp"
 
 namespace fastsock::shm::channels {
 
-inline constexpr int kMaxIdlePerDestination = 4;
+inline constexpr int kMaxIdlePerDestination = channels_per_destination;
 inline constexpr int kMaxIdle = 32;
 
 // An idle channel to the listener `dst` reaches (-1: none), with its segment pool

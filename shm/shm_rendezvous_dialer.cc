@@ -1,6 +1,7 @@
 // The connector's side of the rendezvous: announce the connection on a channel to the
-// listener's record before the SYN (an idle one kept from an earlier connection, or a new
-// one), send the hello after the TCP connect, read the reply whenever the caller likes.
+// listener's record (an idle one kept from an earlier connection, or a new one), send the
+// hello, both before the SYN; after the connect, say where the connection comes from; read
+// the reply whenever the caller likes.
 #include <netinet/in.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -81,13 +82,6 @@ int probe_socket(pid_t pid) noexcept {
   return t_probe.fd;
 }
 
-// Sends the intent on `fd`: 0, or -errno when the channel is dead (the listener closed or
-// restarted, or evicted it from its table).
-int send_intent(int fd) noexcept {
-  const IntentWire intent = encode_intent();
-  return send_message(fd, &intent, sizeof intent, nullptr, 0);
-}
-
 // Looks the names of `names[first, count)` up through the probe socket; fills `addr` with
 // the first that has a presence socket and returns its length, or 0.
 socklen_t find_record(int probe, uid_t uid, const RecordName* names, int first, int count,
@@ -101,8 +95,7 @@ socklen_t find_record(int probe, uid_t uid, const RecordName* names, int first, 
   return 0;
 }
 
-// A new channel to the record of `uid` that `dst` reaches, with the intent sent. The fd, or
-// -errno with `why`. `scope_id`: the destination's sin6_scope_id.
+// A new channel to the record of `uid` that `dst` reaches. The fd, or -errno with `why`. `scope_id`: the destination's sin6_scope_id.
 int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, uint32_t scope_id,
                      const char** why) noexcept {
   RecordName names[kMaxRecordCandidates];
@@ -158,11 +151,6 @@ int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, uint32_t s
     *why = "rendezvous record belongs to another uid";
     return -EPERM;
   }
-  if (const int rc = send_intent(fd); rc != 0) {
-    internal_fds::close(fd);
-    *why = "the rendezvous record closed the channel";
-    return rc;
-  }
   return fd;
 }
 
@@ -177,18 +165,13 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
   }
   const uid_t uid = geteuid();
   const pid_t pid = current_pid();
-  // An idle channel to this destination's listener: its intent fails at once if the
-  // listener closed, restarted or dropped the channel since; then the next, then a new one.
+  // An idle channel to this destination's listener (its hello fails at once if the listener
+  // closed, restarted or dropped it since: -ESTALE from send_hello), else a new one.
   // (A cached channel is to the most specific record that existed when it was made; a
   // more specific one cannot appear beside it, as the TCP listeners' bind() would clash.)
-  int fd;
   Pool* pool = nullptr;
-  while ((fd = channels::take(uid, ep, pid, pool)) >= 0) {
-    if (send_intent(fd) == 0) break;
-    internal_fds::close(fd);
-    if (pool) pool->close();  // the listener's side of it is gone with the channel
-    pool = nullptr;
-  }
+  int fd = channels::take(uid, ep, pid, pool);
+  kept_ = fd >= 0;
   if (fd < 0) {
     const uint32_t scope_id =
         dst->sa_family == AF_INET6 && dst_len >= socklen_t(sizeof(sockaddr_in6))
@@ -206,20 +189,19 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
   uid_ = uid;
   destination_ = ep;
   server_port_ = ep.port;
+  cookie_ = 0;
   return 0;
 }
 
-int Dialer::send_hello(const stats::Endpoint& local, const int* fds, int count,
-                       const char** why) noexcept {
+int Dialer::send_hello(uint64_t cookie, const int* fds, int count, const char** why) noexcept {
   if (fd_ < 0) {
     *why = "not dialled";
     return -ENOTCONN;
   }
   Hello h;
-  h.connector = canonical_endpoint(local);
-  if (h.connector.family == 0 || h.connector.port == 0 || count < 0 ||
-      count > kMaxPassedFds) {
-    *why = "invalid local endpoint or descriptor count";
+  h.cookie = cookie;
+  if (cookie == 0 || count < 0 || count > kMaxPassedFds) {
+    *why = "invalid socket cookie or descriptor count";
     return -EINVAL;
   }
   h.pid = pid_;
@@ -231,10 +213,34 @@ int Dialer::send_hello(const stats::Endpoint& local, const int* fds, int count,
   const HelloWire wire = encode_hello(h);
   const int rc = send_message(fd_, &wire, sizeof wire, fds, count);
   if (rc != 0) {
-    *why = "cannot send the hello";
-    return rc;
+    const bool stale = kept_;
+    close();  // with its pool: the listener's side of it is gone
+    *why = stale ? "the kept rendezvous channel was closed by its listener"
+                 : "cannot send the hello";
+    return stale ? -ESTALE : rc;
   }
   nonce_ = h.nonce;
+  cookie_ = cookie;
+  return 0;
+}
+
+int Dialer::send_where(const stats::Endpoint& local, const char** why) noexcept {
+  if (fd_ < 0 || cookie_ == 0) {
+    *why = "no hello sent";
+    return -ENOTCONN;
+  }
+  Where w;
+  w.cookie = cookie_;
+  w.connector = canonical_endpoint(local);
+  if (w.connector.family == 0 || w.connector.port == 0) {
+    *why = "invalid local endpoint";
+    return -EINVAL;
+  }
+  const WhereWire wire = encode_where(w);
+  if (const int rc = send_message(fd_, &wire, sizeof wire, nullptr, 0); rc != 0) {
+    *why = "cannot send the local endpoint";
+    return rc;
+  }
   return 0;
 }
 

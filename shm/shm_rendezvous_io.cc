@@ -43,14 +43,24 @@ void recv_message(int fd, void* buf, size_t cap, Received& out) noexcept {
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
   ssize_t n;
-  do {
+  bool reset_seen = false;
+  for (;;) {
     n = real().recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
+    if (n >= 0 || errno == EINTR) {
+      if (n >= 0) break;
+      continue;
+    }
+    // A peer that closed with messages of ours unread (an acceptor that matched before our
+    // `where` came, then closed its listener) makes the kernel report ECONNRESET first, once:
+    // what it sent before closing is still queued behind it (the reply), then the end.
+    if (errno != ECONNRESET || reset_seen) break;
+    reset_seen = true;
+  }
   out.truncated = false;
   out.ctrunc = false;
   out.control = ControlData{};
   if (n < 0) {
-    out.len = errno == ECONNRESET ? 0 : -errno;
+    out.len = errno == ECONNRESET || (reset_seen && errno == EAGAIN) ? 0 : -errno;
     return;
   }
   out.len = n;

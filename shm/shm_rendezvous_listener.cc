@@ -1,11 +1,11 @@
 // The acceptor's side of the rendezvous: the record (an abstract SOCK_SEQPACKET listener),
-// the table of connectors' channels (idle, announced, hello read, lent to a Handshake) in
-// one epoll set, and match()/Handshake.
+// the table of connectors' channels (idle, hello read, lent to a Handshake) in
+// one epoll set, and match()/Handshake. Nothing here waits: a connector's hello precedes
+// its SYN.
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,8 +24,10 @@ namespace fastsock::shm {
 struct Listener::Entry {
   int fd = -1;               // one connector's channel; -1: free slot
   State state = State::idle;
-  bool waited_out = false;   // its announced hello already cost one whole budget
   bool unwatched = false;    // removed from the epoll set (readable while lent)
+  bool where_known = false;  // the hello's `where` was read: `where` is its peer endpoint
+  bool where_due = false;    // matched by cookie before its `where` came: skip it when it does
+  stats::Endpoint where{};
   uint64_t seq = 0;          // admission order, for evicting the oldest
   Hello hello{};
   PassedFds fds;
@@ -43,12 +45,6 @@ void close_pool(Pool*& pool) noexcept {
 }  // namespace
 
 namespace {
-
-int64_t now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no system call
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 MatchResult not_fastsock(const char* why) noexcept {
   MatchResult r;
@@ -162,6 +158,9 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
   presence_fd_ = presence;
   uid_ = uid;
   port_ = ep.port;
+  // Made now rather than at the first connection that needs it, so that it is not the one
+  // descriptor too many then (a failure here is retried then).
+  (void)diag_.open();
   return 0;
 }
 
@@ -191,40 +190,51 @@ void Listener::close() noexcept {
   capacity_ = 0;
   used_ = 0;
   pending_ = 0;
-  for (stats::Endpoint& e : given_up_) e = stats::Endpoint{};
+  diag_.close();
+  for (Gone& g : gone_) g = Gone{};
 }
 
 void Listener::set_state(Entry& e, State state) noexcept {
-  const bool was = e.state == State::announced || e.state == State::hello;
-  const bool is = state == State::announced || state == State::hello;
+  const bool was = e.state == State::hello;
+  const bool is = state == State::hello;
   pending_ += int(is) - int(was);
   e.state = state;
 }
 
 void Listener::drop(Entry& e, uint64_t ListenerCounters::*counter) noexcept {
+  if (e.state == State::hello && counter == &ListenerCounters::dropped_closed) {
+    // Its connector gave up (a probe connecting and closing at once): if its connection is
+    // accepted later, say so rather than "no fastsock dialer".
+    Gone& g = gone_[gone_next_];
+    gone_next_ = (gone_next_ + 1) % kGoneMemory;
+    g.cookie = e.hello.cookie;
+    g.where = e.where_known ? e.where : stats::Endpoint{};
+  }
   // (Closing the channel's only descriptor also removes it from the epoll set.)
   internal_fds::close(e.fd);
   set_state(e, State::idle);
   e.fd = -1;
   e.fds.reset();
   close_pool(e.pool);
-  e.waited_out = false;
   e.unwatched = false;
+  e.where_known = e.where_due = false;
   --used_;
   if (counter) ++(counters_.*counter);
 }
 
-// Reads what the channel has, at most an intent and the hello that follows it. Each
-// message must be the one the channel's state expects; anything else is not our protocol.
+// Reads what the channel has: a hello and its `where` (also once the handshake was
+// answered, if it was matched by cookie before the `where` came). Each message must be the
+// one the channel's state expects; anything else is not our protocol.
 Listener::ReadResult Listener::read_channel(Entry& e) noexcept {
+  ReadResult result = ReadResult::waiting;
   for (;;) {
     union {
       HelloWire hello;
-      IntentWire intent;
+      WhereWire where;
     } wire;
     Received r;
     recv_message(e.fd, &wire, sizeof wire, r);
-    if (r.len == -EAGAIN) return ReadResult::waiting;
+    if (r.len == -EAGAIN) return result;
     if (r.len <= 0) {
       // A channel closed between handshakes is no news; one closed with a handshake
       // under way is a dialer that gave up.
@@ -232,30 +242,46 @@ Listener::ReadResult Listener::read_channel(Entry& e) noexcept {
                                      : &ListenerCounters::dropped_closed);
       return ReadResult::dropped;
     }
-    if (e.state == State::idle) {
-      uint64_t ListenerCounters::*refused = &ListenerCounters::dropped_malformed;
-      WireError err = decode_intent(&wire, size_t(r.len), r.truncated);
-      if (!err && (!r.control.has_creds || r.control.creds.uid != uid_)) {
-        err = "dialer of another uid";
-        refused = &ListenerCounters::dropped_uid;
-      }
-      if (!err) err = check_control(r.control, 0, r.ctrunc);
-      if (err) {
-        close_fds(r.control.fds, r.control.fd_count);
-        drop(e, refused);
-        return ReadResult::dropped;
-      }
-      e.waited_out = false;
-      set_state(e, State::announced);
-      continue;  // the hello often follows at once
+    const uint8_t kind = r.len > 8 ? reinterpret_cast<const uint8_t*>(&wire)[8] : 0;
+    const bool where_expected = (e.state == State::hello && !e.where_known) ||
+                                (e.state == State::idle && e.where_due);
+    if (kind == kKindWhere && where_expected) {
+      if (!take_where(e, &wire.where, r)) return ReadResult::dropped;
+      continue;
     }
-    if (e.state != State::announced) {  // a second hello: not our protocol
+    if (e.state != State::idle) {  // a second hello: not our protocol
       close_fds(r.control.fds, r.control.fd_count);
       drop(e, &ListenerCounters::dropped_malformed);
       return ReadResult::dropped;
     }
-    return take_hello(e, &wire.hello, r);
+    if (take_hello(e, &wire.hello, r) == ReadResult::dropped) return ReadResult::dropped;
+    result = ReadResult::hello;  // its `where` may follow at once
   }
+}
+
+bool Listener::take_where(Entry& e, const void* wire, Received& r) noexcept {
+  Where w;
+  uint64_t ListenerCounters::*refused = &ListenerCounters::dropped_malformed;
+  WireError err = decode_where(wire, size_t(r.len), r.truncated, w);
+  if (!err && (!r.control.has_creds || r.control.creds.uid != uid_ ||
+               r.control.creds.pid != e.hello.pid)) {
+    err = "dialer of another uid, or not the pid of its hello";
+    refused = &ListenerCounters::dropped_uid;
+  }
+  if (!err) err = check_control(r.control, 0, r.ctrunc);
+  if (!err && w.cookie != e.hello.cookie) err = "where of another socket than the hello's";
+  if (err) {
+    close_fds(r.control.fds, r.control.fd_count);
+    drop(e, refused);
+    return false;
+  }
+  if (e.state == State::hello) {
+    e.where = w.connector;
+    e.where_known = true;
+  } else {
+    e.where_due = false;
+  }
+  return true;
 }
 
 Listener::ReadResult Listener::take_hello(Entry& e, const void* wire, Received& r) noexcept {
@@ -274,39 +300,11 @@ Listener::ReadResult Listener::take_hello(Entry& e, const void* wire, Received& 
     drop(e, refused);
     return ReadResult::dropped;
   }
-  if (forget_given_up(h.connector)) {
-    // Its connection was accepted and left on TCP before this hello came: say so, or the
-    // connector would wait for a reply forever. The channel serves its next connection.
-    close_fds(r.control.fds, r.control.fd_count);
-    const ReplyWire no = encode_reply(false, current_pid(), h.nonce, 0,
-                                      "the acceptor stopped waiting for this hello");
-    ++counters_.rejected_late;
-    if (send_message(e.fd, &no, sizeof no, nullptr, 0) != 0) {
-      drop(e, nullptr);
-      return ReadResult::dropped;
-    }
-    set_state(e, State::idle);
-    return ReadResult::waiting;
-  }
   e.hello = h;
+  e.where_known = e.where_due = false;
   e.fds.adopt(r.control.fds, r.control.fd_count);
   set_state(e, State::hello);
   return ReadResult::hello;
-}
-
-void Listener::remember_given_up(const stats::Endpoint& peer) noexcept {
-  given_up_[given_up_next_] = peer;
-  given_up_next_ = (given_up_next_ + 1) % kGivenUpMemory;
-}
-
-bool Listener::forget_given_up(const stats::Endpoint& peer) noexcept {
-  for (stats::Endpoint& e : given_up_) {
-    if (same_endpoint(e, peer)) {
-      e = stats::Endpoint{};
-      return true;
-    }
-  }
-  return false;
 }
 
 // Reads every channel with something to read, in one ppoll over the table (only when the
@@ -322,12 +320,7 @@ void Listener::sweep_closed() noexcept {
   if (n == 0 || real().ppoll(pollfds_, nfds_t(n), &zero, nullptr) <= 0) return;
   for (int k = 0; k < n; ++k) {
     if (pollfds_[k].revents == 0) continue;
-    Entry& e = table_[poll_index_[k]];
-    if (e.state == State::hello)
-      drop(e, pollfds_[k].revents & (POLLHUP | POLLERR) ? &ListenerCounters::dropped_closed
-                                                         : &ListenerCounters::dropped_malformed);
-    else
-      read_channel(e);
+    read_channel(table_[poll_index_[k]]);
   }
 }
 
@@ -366,22 +359,69 @@ bool Listener::admit(int fd) noexcept {
   Entry& e = table_[slot];
   e.fd = fd;
   e.state = State::idle;
-  e.waited_out = false;
   e.unwatched = false;
+  e.where_known = e.where_due = false;
   e.seq = seq;
   ++used_;
   ++counters_.channels_opened;
   return read_channel(e) == ReadResult::hello;
 }
 
-int Listener::find_hello(const stats::Endpoint& peer) const noexcept {
+// The held hello of the connection `want` describes: its `where` names want.peer, or its
+// cookie is want.cookie (once known).
+int Listener::find_hello(const Want& want) const noexcept {
   for (int i = 0, seen = 0; i < capacity_ && seen < used_; ++i) {
-    if (table_[i].fd < 0) continue;
+    const Entry& e = table_[i];
+    if (e.fd < 0) continue;
     ++seen;
-    if (table_[i].state == State::hello && same_endpoint(table_[i].hello.connector, peer))
+    if (e.state != State::hello) continue;
+    if ((e.where_known && want.peer.family != 0 && same_endpoint(e.where, want.peer)) ||
+        (want.cookie != 0 && e.hello.cookie == want.cookie))
       return i;
   }
   return -1;
+}
+
+// Whether some held hello's `where` has not come (or some gone connector's had not): the
+// accepted connection may be its.
+bool Listener::holds_unplaced_hello() const noexcept {
+  for (int i = 0, seen = 0; i < capacity_ && seen < used_; ++i) {
+    if (table_[i].fd < 0) continue;
+    ++seen;
+    if (table_[i].state == State::hello && !table_[i].where_known) return true;
+  }
+  for (const Gone& g : gone_)
+    if (g.cookie != 0 && g.where.family == 0) return true;
+  return false;
+}
+
+// Whether the connection `want` describes was a connector's that closed its channel after
+// its hello.
+bool Listener::was_gone(const Want& want) const noexcept {
+  for (const Gone& g : gone_) {
+    if (g.cookie == 0) continue;
+    if ((g.where.family != 0 && want.peer.family != 0 && same_endpoint(g.where, want.peer)) ||
+        (want.cookie != 0 && g.cookie == want.cookie))
+      return true;
+  }
+  return false;
+}
+
+// The peer socket's cookie from sock_diag. On failure `want.why` says why.
+bool Listener::identify(Want& want) noexcept {
+  const char* why = nullptr;
+  const int rc = diag_.peer_cookie(want.peer, want.local, &want.cookie, &why);
+  if (rc == 0) return true;
+  want.cookie = 0;
+  want.why = "the peer's socket is not on this host (or closed already)";
+  if (rc == -ENOENT) {
+    // Also what a kernel without TCP sock_diag answers: look up the accepted socket itself,
+    // which exists; if that fails too, sock_diag is what is missing.
+    uint64_t own = 0;
+    if (diag_.peer_cookie(want.local, want.peer, &own, &why) == 0) return false;
+  }
+  want.why = "cannot identify the peer's socket: NETLINK_SOCK_DIAG for TCP unavailable";
+  return false;
 }
 
 MatchResult Listener::take(Entry& e) noexcept {
@@ -394,6 +434,7 @@ MatchResult Listener::take(Entry& e) noexcept {
   if (!e.pool) e.pool = Pool::create();
   r.handshake.pool_ = e.pool;
   r.handshake.fds_ = static_cast<PassedFds&&>(e.fds);
+  e.where_due = !e.where_known;
   set_state(e, State::lent);
   ++counters_.matched;
   return r;
@@ -411,14 +452,14 @@ void Listener::give_back(int slot, bool reusable) noexcept {
 }
 
 // Handles what one epoll_wait reported. True with `found` when the hello of `want` came.
-bool Listener::handle_events(int n, const stats::Endpoint& want, int& found) noexcept {
+bool Listener::handle_events(int n, const Want& want, int& found) noexcept {
   bool got = false;
   for (int k = 0; k < n; ++k) {
     const uint64_t tag = events_[k].data.u64;
     if (tag == kRecordTag) {
       // New channels. The connector's Unix connect() returned before it sent its SYN, so
       // a channel made for the accepted connection is in this backlog now (or already in
-      // the table). Each new channel's intent (and maybe its hello) is read at once. FIFO:
+      // the table). Each new channel's hello (and where) is read at once. FIFO:
       // the wanted one is usually first; the rest stay in the backlog (reported again)
       // rather than crowd the table.
       while (!got) {
@@ -446,17 +487,8 @@ bool Listener::handle_events(int n, const stats::Endpoint& want, int& found) noe
       e.unwatched = true;
       continue;
     }
-    if (e.state == State::hello) {
-      // Readable after its hello: closed, or a message after the hello. Unless the report
-      // is stale: a full table's sweep (admit, earlier in this batch) reads every readable
-      // channel, so it may have read this very hello after epoll_wait reported it.
-      pollfd p{e.fd, POLLIN, 0};
-      const timespec zero{0, 0};
-      if (real().ppoll(&p, 1, &zero, nullptr) != 1) continue;
-      drop(e, p.revents & (POLLHUP | POLLERR) ? &ListenerCounters::dropped_closed
-                                              : &ListenerCounters::dropped_malformed);
-      continue;
-    }
+    // (A stale report, of a channel a full table's sweep read earlier in this batch, finds
+    // nothing to read.)
     read_channel(e);
   }
   // Looked up once every event was handled: an entry found earlier in the batch could have
@@ -481,6 +513,8 @@ int Listener::adopt_after_fork() noexcept {
   }
   used_ = 0;
   pending_ = 0;
+  diag_.close();  // the parent's replies must not come here
+  (void)diag_.open();
   internal_fds::close(epoll_fd_);
   epoll_fd_ = real().epoll_create1(EPOLL_CLOEXEC);
   internal_fds::add(epoll_fd_);
@@ -493,21 +527,35 @@ int Listener::adopt_after_fork() noexcept {
   return 0;
 }
 
-MatchResult Listener::match(const stats::Endpoint& peer, uint32_t budget_us,
-                           uint32_t spin_us) noexcept {
+MatchResult Listener::match(const stats::Endpoint& peer, const stats::Endpoint& local) noexcept {
+  Want want;
+  want.peer = canonical_endpoint(peer);
+  want.local = canonical_endpoint(local);
+  if (want.peer.family == 0 || want.peer.family != want.local.family)
+    return failed(-EINVAL, "accepted endpoints are not IPv4/IPv6 of one family");
+  return match(want);
+}
+
+MatchResult Listener::match(uint64_t cookie) noexcept {
+  Want want;
+  want.cookie = cookie;
+  if (cookie == 0) return failed(-EINVAL, "no socket cookie");
+  return match(want);
+}
+
+// The accepted connection's hello was sent before its SYN: it is in the table already or
+// readable now, never later. So nothing is ever waited for.
+MatchResult Listener::match(Want& want) noexcept {
   if (record_fd_ < 0) return failed(-EBADF, "rendezvous record not open");
   if (owner_pid_ != current_pid()) {
     if (const int rc = adopt_after_fork(); rc < 0)
       return failed(rc, "cannot watch the rendezvous record in this process");
   }
-  const stats::Endpoint want = canonical_endpoint(peer);
-  if (want.family == 0) return failed(-EINVAL, "peer endpoint is not IPv4/IPv6");
-
   // 1. A hello read during an earlier match (its connection was accepted later).
   if (const int i = find_hello(want); i >= 0) return take(table_[i]);
 
-  // 2. Everything that arrived: new channels, intents, hellos, closed channels. A plain
-  //    peer costs this one epoll_wait.
+  // 2. Everything that arrived: new channels, hellos, wheres, closed channels. A
+  //    plain peer costs this one epoll_wait.
   for (;;) {
     int found = -1;
     const int n = real().epoll_wait(epoll_fd_, events_, capacity_ + 1, 0);
@@ -516,60 +564,18 @@ MatchResult Listener::match(const stats::Endpoint& peer, uint32_t budget_us,
     if (n < capacity_ + 1) break;  // (a full batch: more may be waiting)
   }
 
-  // 3. Channels that announced a connection whose hello has not arrived.
-  return wait_for_hello(want, budget_us, spin_us);
-}
-
-// Waits for the hellos of channels that announced a connection without sending its hello
-// yet: one of them may be the accepted connection's (it is between its TCP connect and its
-// sendmsg). With none such, the peer does not run fastsock and this returns at once. The
-// first `spin_us` of the budget poll without sleeping (the dialer usually runs on another
-// CPU and is microseconds away from its sendmsg; a sleep and wake-up would cost more), the
-// rest sleeps in epoll_wait. An announcement that already cost a whole budget is still read
-// if its hello comes, but no longer waited for.
-MatchResult Listener::wait_for_hello(const stats::Endpoint& want, uint32_t budget_us,
-                                     uint32_t spin_us) noexcept {
-  const int64_t start = now_ns();
-  const int64_t deadline = start + int64_t(budget_us) * 1000;
-  const int64_t spin_until = start + int64_t(spin_us < budget_us ? spin_us : budget_us) * 1000;
-  for (;;) {
-    int silent = 0;
-    bool fresh = false;
-    for (int i = 0, seen = 0; i < capacity_ && seen < used_; ++i) {
-      if (table_[i].fd < 0) continue;
-      ++seen;
-      if (table_[i].state != State::announced) continue;
-      ++silent;
-      fresh = fresh || !table_[i].waited_out;
+  // 3. A hello whose `where` has not come may be this connection's: its connector was
+  //    preempted in connect() (on this CPU, by this very accept). Its socket tells.
+  if (want.cookie == 0 && holds_unplaced_hello() && identify(want)) {
+    if (const int i = find_hello(want); i >= 0) {
+      ++counters_.by_cookie;
+      return take(table_[i]);
     }
-    if (silent == 0) {
-      ++counters_.not_fastsock;
-      return not_fastsock("no fastsock dialer for this connection");
-    }
-    const int64_t now = now_ns();
-    const bool spinning = fresh && now < spin_until;
-    int64_t left = fresh && !spinning ? deadline - now : 0;
-    if (left < 0) left = 0;
-    if (left > 0) ++counters_.waits;
-    // epoll_wait counts in milliseconds: round up, and re-check the clock on return.
-    const int timeout_ms = int((left + 999'999) / 1'000'000);
-    const int ready = real().epoll_wait(epoll_fd_, events_, capacity_ + 1, timeout_ms);
-    if (ready < 0 && errno != EINTR) return failed(-errno, "cannot wait for dialers' hellos");
-    int found = -1;
-    if (ready > 0 && handle_events(ready, want, found)) return take(table_[found]);
-    if (ready > 0 || (ready < 0) || spinning) continue;
-    if (now_ns() < deadline && fresh) continue;
-    // Nothing more arrived within the budget: the silent channels are someone else's.
-    for (int i = 0; i < capacity_; ++i)
-      if (table_[i].fd >= 0 && table_[i].state == State::announced) table_[i].waited_out = true;
-    if (fresh) {
-      ++counters_.budget_expired;
-      remember_given_up(want);
-    }
-    ++counters_.not_fastsock;
-    return not_fastsock(fresh ? "no hello from a fastsock dialer within the budget"
-                              : "no fastsock dialer for this connection");
   }
+  ++counters_.not_fastsock;
+  if (was_gone(want))
+    return not_fastsock("the connector is gone (it closed its rendezvous channel before the accept)");
+  return not_fastsock(want.why ? want.why : "no fastsock dialer for this connection");
 }
 
 // Handshake ---------------------------------------------------------------------------

@@ -51,10 +51,12 @@ WireError decode_hello(const void* buf, size_t len, bool truncated, Hello& out) 
     return "hello with an invalid slot";
   if (w.slot_op == uint8_t(SlotOp::reuse) && w.fd_count != 0)
     return "hello reusing a slot with descriptors";
-  if (WireError e = check_endpoint(w.connector)) return e;
+  if (w.cookie == 0) return "hello without a socket cookie";
+  if (!zero_bytes(w.reserved_cookie, sizeof w.reserved_cookie))
+    return "hello with reserved bytes set";
   out.pid = w.pid;
   out.nonce = w.nonce;
-  out.connector = canonical_endpoint(w.connector);
+  out.cookie = w.cookie;
   out.server_port = w.server_port;
   out.fd_count = w.fd_count;
   out.slot_op = SlotOp(w.slot_op);
@@ -94,24 +96,31 @@ WireError decode_reply(const void* buf, size_t len, bool truncated, Reply& out) 
   return nullptr;
 }
 
-WireError decode_intent(const void* buf, size_t len, bool truncated) noexcept {
-  if (truncated || len != sizeof(IntentWire)) return "intent of the wrong size";
-  IntentWire w;
+WireError decode_where(const void* buf, size_t len, bool truncated, Where& out) noexcept {
+  if (truncated || len != sizeof(WhereWire)) return "where of the wrong size";
+  WhereWire w;
   memcpy(&w, buf, sizeof w);
-  if (w.magic != kWireMagic) return "intent with a wrong magic";
-  if (w.version != kWireVersion) return "intent of an unknown version";
-  if (w.size != sizeof(IntentWire) || w.kind != kKindIntent) return "not an intent";
-  if (!zero_bytes(w.reserved, sizeof w.reserved)) return "intent with reserved bytes set";
+  if (w.magic != kWireMagic) return "where with a wrong magic";
+  if (w.version != kWireVersion) return "where of an unknown version";
+  if (w.size != sizeof(WhereWire) || w.kind != kKindWhere) return "not a where";
+  if (!zero_bytes(w.reserved, sizeof w.reserved) || !zero_bytes(w.reserved_end, sizeof w.reserved_end))
+    return "where with reserved bytes set";
+  if (w.cookie == 0) return "where without a socket cookie";
+  if (WireError e = check_endpoint(w.connector)) return e;
+  out.cookie = w.cookie;
+  out.connector = canonical_endpoint(w.connector);
   return nullptr;
 }
 
-IntentWire encode_intent() noexcept {
-  IntentWire w;
+WhereWire encode_where(const Where& in) noexcept {
+  WhereWire w;
   memset(&w, 0, sizeof w);
   w.magic = kWireMagic;
   w.version = kWireVersion;
   w.size = sizeof w;
-  w.kind = kKindIntent;
+  w.kind = kKindWhere;
+  w.cookie = in.cookie;
+  w.connector = canonical_endpoint(in.connector);
   return w;
 }
 
@@ -126,7 +135,7 @@ HelloWire encode_hello(const Hello& h) noexcept {
   w.server_port = h.server_port;
   w.pid = h.pid;
   w.nonce = h.nonce;
-  w.connector = canonical_endpoint(h.connector);
+  w.cookie = h.cookie;
   w.slot = h.slot;
   w.slot_op = uint8_t(h.slot_op);
   return w;

@@ -1,4 +1,4 @@
-// The three messages of the rendezvous (intent and hello: connector -> acceptor; reply:
+// The three messages of the rendezvous (hello and where: connector -> acceptor; reply:
 // acceptor -> connector) and the parsing of what arrives with them. Both ends are on one host, so
 // fields are in host byte order; every message is one SOCK_SEQPACKET record of exactly
 // its size. Everything here treats its input as untrusted (a libFuzzer target drives it).
@@ -20,10 +20,13 @@ namespace fastsock::shm {
 inline constexpr uint32_t kWireMagic = 0x56525346;  // "FSRV" in memory on little-endian
 // Version 2: a channel carries many handshakes, each announced by an intent before the SYN.
 // Version 3: the hello names a pooled segment (slot and operation, shm_pool.hpp).
-inline constexpr uint16_t kWireVersion = 3;
+// Version 4: the hello is sent before the SYN (it replaces version 2's intent), naming the
+// connector's socket by its kernel cookie; the connector's local endpoint (known only after
+// the connect) follows in a `where` message.
+inline constexpr uint16_t kWireVersion = 4;
 inline constexpr uint8_t kKindHello = 1;
 inline constexpr uint8_t kKindReply = 2;
-inline constexpr uint8_t kKindIntent = 3;
+inline constexpr uint8_t kKindWhere = 4;  // (3 was version 2-3's intent)
 
 // Pooled segments (shm_pool.hpp): slots per channel, and what a hello does with its slot.
 inline constexpr int kPoolSlots = 16;
@@ -47,7 +50,8 @@ struct HelloWire {
   uint16_t server_port;         // the port the connector dialled (= the listener's)
   int32_t pid;                  // the connector's pid (checked against SCM_CREDENTIALS)
   uint64_t nonce;               // random, echoed by the reply
-  stats::Endpoint connector;    // the connector's local TCP endpoint = the acceptor's peer
+  uint64_t cookie;              // the connector's TCP socket (SO_COOKIE), never 0
+  uint8_t reserved_cookie[12];  // zero
   uint16_t slot;                // pooled segment: its slot in the channel's pool (< kPoolSlots)
   uint8_t slot_op;              // SlotOp: unpooled (slot 0), fresh or reuse (no descriptors)
   uint8_t reserved;             // zero
@@ -59,24 +63,30 @@ static_assert(offsetof(HelloWire, fd_count) == 9);
 static_assert(offsetof(HelloWire, server_port) == 10);
 static_assert(offsetof(HelloWire, pid) == 12);
 static_assert(offsetof(HelloWire, nonce) == 16);
-static_assert(offsetof(HelloWire, connector) == 24);
+static_assert(offsetof(HelloWire, cookie) == 24);
+static_assert(offsetof(HelloWire, reserved_cookie) == 32);
 static_assert(offsetof(HelloWire, slot) == 44);
 static_assert(offsetof(HelloWire, slot_op) == 46);
 static_assert(offsetof(HelloWire, reserved) == 47);
 
-// Sent on the channel before the TCP connect: "a connection of mine is coming, its hello
-// follows". The acceptor waits for a hello only on channels that announced one.
-struct IntentWire {
+// Sent after the TCP connect: the local endpoint of the socket the hello named. With it the
+// acceptor matches by the accepted connection's peer address alone; an acceptor that
+// accepted before it came asks sock_diag for the peer's cookie instead (shm_peer_cookie.hpp).
+struct WhereWire {
   uint32_t magic;               // kWireMagic
   uint16_t version;             // kWireVersion
-  uint16_t size;                // sizeof(IntentWire)
-  uint8_t kind;                 // kKindIntent
+  uint16_t size;                // sizeof(WhereWire)
+  uint8_t kind;                 // kKindWhere
   uint8_t reserved[7];          // zero
+  uint64_t cookie;              // the hello's
+  stats::Endpoint connector;    // the connector's local TCP endpoint = the acceptor's peer
+  uint8_t reserved_end[4];      // zero
 };
-static_assert(sizeof(IntentWire) == 16);
-static_assert(offsetof(IntentWire, size) == 6);
-static_assert(offsetof(IntentWire, kind) == 8);
-static_assert(offsetof(IntentWire, reserved) == 9);
+static_assert(sizeof(WhereWire) == 48);
+static_assert(offsetof(WhereWire, kind) == 8);
+static_assert(offsetof(WhereWire, cookie) == 16);
+static_assert(offsetof(WhereWire, connector) == 24);
+static_assert(offsetof(WhereWire, reserved_end) == 44);
 
 inline constexpr uint8_t kReplyAccepted = 1;
 inline constexpr uint8_t kReplyRejected = 2;
@@ -107,11 +117,16 @@ static_assert(offsetof(ReplyWire, reason) == 24);
 struct Hello {
   int32_t pid = 0;
   uint64_t nonce = 0;
-  stats::Endpoint connector{};  // canonical (IPv4-mapped turned into IPv4)
+  uint64_t cookie = 0;  // the connector's TCP socket
   uint16_t server_port = 0;
   uint8_t fd_count = 0;
   SlotOp slot_op = SlotOp::unpooled;
   uint16_t slot = 0;
+};
+
+struct Where {
+  uint64_t cookie = 0;
+  stats::Endpoint connector{};  // canonical (IPv4-mapped turned into IPv4)
 };
 
 struct Reply {
@@ -128,10 +143,10 @@ using WireError = const char*;
 // `len` is the length recvmsg returned; `truncated` its MSG_TRUNC flag.
 WireError decode_hello(const void* buf, size_t len, bool truncated, Hello& out) noexcept;
 WireError decode_reply(const void* buf, size_t len, bool truncated, Reply& out) noexcept;
-WireError decode_intent(const void* buf, size_t len, bool truncated) noexcept;
+WireError decode_where(const void* buf, size_t len, bool truncated, Where& out) noexcept;
 
 HelloWire encode_hello(const Hello& h) noexcept;
-IntentWire encode_intent() noexcept;
+WhereWire encode_where(const Where& w) noexcept;
 // `reason` may be null (accepted); longer reasons are cut to kReasonMax - 1 bytes, and
 // bytes other than printable ASCII become '?'.
 ReplyWire encode_reply(bool accepted, int32_t pid, uint64_t nonce, uint8_t fd_count,

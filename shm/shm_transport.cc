@@ -31,11 +31,8 @@ constexpr int kShm = int(TransportId::shm);
 // buffer; from here on the handoff wins.
 constexpr size_t kHandoffThreshold = 128 * 1024;
 
-// How long an acceptor waits for the hello of a fastsock connector that has reached the
-// listener's record but not sent its hello yet (it is between its TCP connect and its next
-// system call). Only such a connector is waited for, never a plain peer; on a loaded host
-// the connector may be descheduled in between, hence more than the library's 2 ms default.
-constexpr uint32_t kHelloBudgetUs = 20'000;
+constexpr const char* kNotFirst =
+    "an earlier link of FASTSOCK_TRANSPORTS is usable (shm is offered only as the first)";
 
 // Why the last prepare_connect of this thread found no partner (read by attach, which runs
 // in the same connect() call).
@@ -101,8 +98,15 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
     s.listen_state[kShm] = nullptr;
   }
 
-  void prepare_connect(Socket& s, const sockaddr* dst, socklen_t len) noexcept override {
+  void prepare_connect(Socket& s, const sockaddr* dst, socklen_t len,
+                       bool first) noexcept override {
     release(s);
+    if (!first) {
+      // The hello goes before the SYN and the acceptor attaches on it: this end must then
+      // attach too, which only the chain's first link is sure to do (docs/configuration.md).
+      t_prepare_why = kNotFirst;
+      return;
+    }
     if (!fd_budget::room_for_link(s.slot->fd)) {
       t_prepare_why = kNoFdBudget;
       return;
@@ -114,7 +118,7 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
       return;
     }
     const char* why = "no fastsock listener";
-    if (c->prepare(dst, len, &why) < 0) {
+    if (c->prepare(s.slot->fd, dst, len, &why) < 0) {
       t_prepare_why = why;
       delete c;
       return;
@@ -142,7 +146,7 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
       // The handshake is answered under the lock too: it holds the connector's channel,
       // lent by the Listener until the reply is sent (shm_rendezvous.hpp).
       std::lock_guard lock(record->lock);
-      shm::MatchResult match = record->listener.match(s.slot->peer, kHelloBudgetUs);
+      shm::MatchResult match = record->listener.match(s.slot->peer, s.slot->local);
       if (match.status != shm::MatchStatus::matched) {
         snprintf(why, why_len, "%s", match.why ? match.why : "peer does not run fastsock");
         return match.error ? match.error : -ENOENT;

@@ -128,11 +128,14 @@ void prepare_links(Socket& s, const sockaddr* dst, socklen_t len) noexcept {
   if (static_decision().valid) return;  // no link of the chain can attach: nothing to prepare
   const Config& cfg = config();
   const Rule* rule = match_rule(cfg.rules, program_name(), Direction::client, dst);
+  bool first = true;
   for (TransportId id : cfg.chain) {
     if (id == TransportId::tcp) break;
     if (rule && !(rule->allowed & bit(id))) continue;
     const TransportEntry* entry = find_transport(id);
-    if (entry && entry->probe().available) entry->instance().prepare_connect(s, dst, len);
+    if (!entry || !entry->probe().available) continue;
+    entry->instance().prepare_connect(s, dst, len, first);
+    first = false;
   }
 }
 

@@ -233,7 +233,9 @@ long connect(int fd, const sockaddr* addr, socklen_t len) {
   const int rc = real().connect(fd, addr, len);
   const int err = rc == 0 ? 0 : errno;
   // A non-blocking connect is a connection in the making: decide now, as for a blocking one.
-  if (first && peer.family != 0 && (rc == 0 || err == EINPROGRESS)) {
+  // So is a blocking one interrupted by a signal (POSIX: it goes on asynchronously), and a
+  // link may have told the listener about it already (shm's hello).
+  if (first && peer.family != 0 && (rc == 0 || err == EINPROGRESS || err == EINTR)) {
     // The local address costs a system call per connection, and only the debug log
     // needs it now; `fastsock stat` looks it up in /proc when it is unknown.
     const stats::Endpoint local =

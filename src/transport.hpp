@@ -50,7 +50,10 @@ class Transport {
   // Called by connect() before the kernel connection is attempted (before the SYN), for
   // every usable link of the chain that the rules allow for this destination: a link that
   // must be findable by the acceptor before the connection exists prepares it here.
-  virtual void prepare_connect(Socket& s, const sockaddr* dst, socklen_t len) noexcept = 0;
+  // `first`: this link is the first the chain will try to attach, so its attach() runs
+  // whenever the connect succeeds (a link that commits to the peer here needs that).
+  virtual void prepare_connect(Socket& s, const sockaddr* dst, socklen_t len,
+                               bool first) noexcept = 0;
 
   // Called once the kernel connection exists (after connect() or accept()). Returns 0 when
   // this transport now carries the connection; otherwise writes why into `why` (one short

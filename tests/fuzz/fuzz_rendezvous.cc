@@ -6,10 +6,11 @@
 //   1  decode_reply, likewise
 //   2  parse_control on arbitrary control bytes (the walk must stay inside the buffer)
 //   3  the real receive path: the bytes go as one SOCK_SEQPACKET message, with 0..7
-//      eventfds, to a live rendezvous record; match() must refuse or accept it without
-//      leaking a descriptor, and the table must end up empty
+//      eventfds, to a live rendezvous record, as a hello or as the `where` after a valid
+//      hello; match() must refuse or accept it without leaking a descriptor, and the table
+//      must end up empty
 //   4  the same towards a Dialer: the bytes are the reply of a fake acceptor
-//   5  decode_intent, and an encoded intent decodes
+//   5  decode_where, and re-encoding a decoded where gives the same where back
 // Invariants abort on violation, on top of the sanitizers' checks.
 #include <dirent.h>
 #include <dlfcn.h>
@@ -74,13 +75,13 @@ void check_hello(const uint8_t* data, size_t size) {
   if (decode_hello(data, size, false, h)) return;
   FUZZ_CHECK(size == sizeof(HelloWire));
   FUZZ_CHECK(h.fd_count <= kMaxPassedFds);
-  FUZZ_CHECK(h.connector.family == AF_INET || h.connector.family == AF_INET6);
-  FUZZ_CHECK(h.pid > 0 && h.server_port != 0 && h.connector.port != 0);
+  FUZZ_CHECK(h.pid > 0 && h.server_port != 0 && h.cookie != 0);
   const HelloWire w = encode_hello(h);
+  FUZZ_CHECK(memcmp(&w, data, sizeof w) == 0);  // one encoding per hello
   Hello again;
   FUZZ_CHECK(decode_hello(&w, sizeof w, false, again) == nullptr);
   FUZZ_CHECK(again.pid == h.pid && again.nonce == h.nonce && again.fd_count == h.fd_count);
-  FUZZ_CHECK(same_endpoint(again.connector, h.connector));
+  FUZZ_CHECK(again.cookie == h.cookie);
   FUZZ_CHECK(decode_hello(&w, sizeof w, true, again) != nullptr);  // truncated: refused
 }
 
@@ -144,27 +145,38 @@ const stats::Endpoint& record_endpoint() {
   return ep;
 }
 
-// Mode 3. flags: bit 0-2 fd count; bit 3 patch in our pid and the record's port, so that
-// inputs get past the credential check and exercise acceptance too; bit 4 announce the
-// connection with an intent first (as a Dialer does), so that the input is read as a hello.
+// Mode 3. flags: bit 0-2 fd count; bit 3 patch in our pid and the record's port (or, for
+// a where, the hello's cookie), so that inputs get past the checks and exercise acceptance
+// too; bit 4 the input is the `where` after a valid hello, not the hello.
 void check_listener(uint8_t flags, const uint8_t* data, size_t size) {
   static Listener listener;
   if (listener.fd() < 0) {
     const char* why = nullptr;
     FUZZ_CHECK(listener.open(record_endpoint(), &why) == 0);
   }
+  constexpr uint64_t kCookie = 77;
+  const bool as_where = flags & 16;
   uint8_t msg[sizeof(HelloWire) + 8];
   if (size > sizeof msg) size = sizeof msg;
   memcpy(msg, data, size);
-  if ((flags & 8) && size == sizeof(HelloWire)) {
+  if ((flags & 8) && !as_where && size == sizeof(HelloWire)) {
     const int32_t pid = getpid();
     const uint16_t port = record_endpoint().port;
     memcpy(msg + offsetof(HelloWire, pid), &pid, sizeof pid);
     memcpy(msg + offsetof(HelloWire, server_port), &port, sizeof port);
   }
+  if ((flags & 8) && as_where && size == sizeof(WhereWire))
+    memcpy(msg + offsetof(WhereWire, cookie), &kCookie, sizeof kCookie);
   Hello h;
-  const bool valid = decode_hello(msg, size, false, h) == nullptr;
-  stats::Endpoint peer = valid ? h.connector : record_endpoint();
+  Where w;
+  Hello good;
+  good.pid = getpid();
+  good.cookie = kCookie;
+  good.server_port = record_endpoint().port;
+  const HelloWire good_wire = encode_hello(good);
+  const bool valid = as_where ? decode_where(msg, size, false, w) == nullptr && w.cookie == kCookie
+                              : decode_hello(msg, size, false, h) == nullptr;
+  if (as_where) h = good;
 
   const int before = count_fds();
   {
@@ -172,39 +184,42 @@ void check_listener(uint8_t flags, const uint8_t* data, size_t size) {
     const socklen_t len = record_address(geteuid(), record_endpoint(), Stack::dual, a);
     const int raw = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     FUZZ_CHECK(connect(raw, reinterpret_cast<sockaddr*>(&a), len) == 0);
-    const bool announced = flags & 16;
-    if (announced) {
-      const IntentWire intent = encode_intent();
-      FUZZ_CHECK(send_message(raw, &intent, sizeof intent, nullptr, 0) == 0);
-    }
+    if (as_where) FUZZ_CHECK(send_message(raw, &good_wire, sizeof good_wire, nullptr, 0) == 0);
     const bool sent = send_raw(raw, msg, size, flags & 7);
-    MatchResult m = listener.match(peer, 0);
+    // By the where's endpoint (made up: a where read names it, sock_diag is not asked for
+    // a hello whose where was read), or by the hello's cookie.
+    MatchResult m = as_where ? listener.match(valid ? w.connector : record_endpoint(),
+                                              valid ? w.connector : record_endpoint())
+                             : listener.match(valid ? h.cookie : 1);
     FUZZ_CHECK(m.status != MatchStatus::error);
     if (m.status == MatchStatus::matched) {
-      FUZZ_CHECK(valid && sent && announced);
+      FUZZ_CHECK(valid && sent);
+      FUZZ_CHECK(as_where ? (flags & 7) == 0 : true);
       FUZZ_CHECK(m.handshake.fds().count() == h.fd_count);
       const char* why = nullptr;
       FUZZ_CHECK(m.handshake.reject("fuzz", &why) == 0);
     }
     close(raw);
-    // The closed channel (announced or not, with whatever it sent) is dropped at the next
-    // look: nothing is left in the table.
-    (void)listener.match(record_endpoint(), 0);
+    // The closed channel (with whatever it sent) is dropped at the next look: nothing is
+    // left in the table.
+    (void)listener.match(uint64_t(1));
     FUZZ_CHECK(listener.pending() == 0);
     FUZZ_CHECK(listener.channels() == 0);
   }
   FUZZ_CHECK(count_fds() == before);
 }
 
-void check_intent(const uint8_t* data, size_t size) {
-  if (decode_intent(data, size, false) == nullptr) {
-    FUZZ_CHECK(size == sizeof(IntentWire));
-    const IntentWire only = encode_intent();  // every field is fixed: one valid encoding
-    FUZZ_CHECK(memcmp(data, &only, sizeof only) == 0);
-  }
-  const IntentWire w = encode_intent();
-  FUZZ_CHECK(decode_intent(&w, sizeof w, false) == nullptr);
-  FUZZ_CHECK(decode_intent(&w, sizeof w, true) != nullptr);
+void check_where(const uint8_t* data, size_t size) {
+  Where w;
+  if (decode_where(data, size, false, w)) return;
+  FUZZ_CHECK(size == sizeof(WhereWire));
+  FUZZ_CHECK(w.cookie != 0 && w.connector.port != 0);
+  FUZZ_CHECK(w.connector.family == AF_INET || w.connector.family == AF_INET6);
+  const WhereWire again_wire = encode_where(w);
+  Where again;
+  FUZZ_CHECK(decode_where(&again_wire, sizeof again_wire, false, again) == nullptr);
+  FUZZ_CHECK(again.cookie == w.cookie && same_endpoint(again.connector, w.connector));
+  FUZZ_CHECK(decode_where(&again_wire, sizeof again_wire, true, again) != nullptr);
 }
 
 // Mode 4: a fake acceptor answers a real Dialer with the input.
@@ -242,9 +257,7 @@ void check_dialer(uint8_t flags, const uint8_t* data, size_t size) {
     memcpy(&dst.sin_addr, where.addr, 4);
     const char* why = nullptr;
     FUZZ_CHECK(d.dial(reinterpret_cast<sockaddr*>(&dst), sizeof dst, &why) == 0);
-    stats::Endpoint local = where;
-    local.port = 1;
-    FUZZ_CHECK(d.send_hello(local, nullptr, 0, &why) == 0);
+    FUZZ_CHECK(d.send_hello(1, nullptr, 0, &why) == 0);
     if ((flags & 8) && size == sizeof(ReplyWire)) {
       const uint64_t nonce = d.nonce();
       memcpy(msg + offsetof(ReplyWire, nonce), &nonce, sizeof nonce);
@@ -277,7 +290,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 2: check_control(data, size); break;
     case 3: check_listener(flags, data, size); break;
     case 4: check_dialer(flags, data, size); break;
-    case 5: check_intent(data, size); break;
+    case 5: check_where(data, size); break;
   }
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "endpoint.hpp"
+#include "shm_peer_cookie.hpp"
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_channels.hpp"
 #include "shm_rendezvous_io.hpp"
@@ -91,17 +92,27 @@ inline socklen_t to_sockaddr(const Endpoint& e, sockaddr_storage& ss, int family
   return fastsock::sockaddr_from(e, ss);
 }
 
-// A blocking TCP connect to `dst` from a socket of `family` (0: dst's own). -1 on failure.
-inline int tcp_connect(const Endpoint& dst, int family = 0) {
+// A TCP socket for a connect to `dst` from `family` (0: dst's own), not connected yet.
+inline int tcp_socket(const Endpoint& dst, int family = 0) {
+  sockaddr_storage ss;
+  to_sockaddr(dst, ss, family);
+  return socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+}
+
+// A blocking TCP connect of `fd` to `dst`; closes `fd` and returns -1 on failure.
+inline int tcp_connect_fd(int fd, const Endpoint& dst, int family = 0) {
   sockaddr_storage ss;
   const socklen_t len = to_sockaddr(dst, ss, family);
-  const int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     close(fd);
     return -1;
   }
   return fd;
+}
+
+// A blocking TCP connect to `dst` from a socket of `family` (0: dst's own). -1 on failure.
+inline int tcp_connect(const Endpoint& dst, int family = 0) {
+  return tcp_connect_fd(tcp_socket(dst, family), dst, family);
 }
 
 inline int dial(fastsock::shm::Dialer& d, const Endpoint& dst, int family = 0) {
@@ -110,6 +121,45 @@ inline int dial(fastsock::shm::Dialer& d, const Endpoint& dst, int family = 0) {
   const char* why = nullptr;
   return d.dial(reinterpret_cast<sockaddr*>(&ss), len, &why);
 }
+
+// Dials `dst` and sends the hello naming the socket `cookie` with `count` descriptors, as
+// the library does: a kept channel that its listener closed is replaced (-ESTALE). 0 or
+// -errno.
+inline int dial_hello(fastsock::shm::Dialer& d, const Endpoint& dst, uint64_t cookie,
+                      const int* fds, int count, int family = 0) {
+  const char* why = nullptr;
+  int rc = -ESTALE;
+  for (int i = 0; i < fastsock::shm::Dialer::kMaxDials && rc == -ESTALE; ++i) {
+    rc = dial(d, dst, family);
+    if (rc == 0) rc = d.send_hello(cookie, fds, count, &why);
+  }
+  return rc;
+}
+
+// What the library does for a connection of a dialled Dialer: the hello (naming the TCP
+// socket by its cookie, with `count` descriptors) before the SYN, then the connect, then
+// the `where` (unless `where` is false). The connected socket, or -1.
+inline int handshake_connect(fastsock::shm::Dialer& d, const Endpoint& dst, const int* fds,
+                             int count, int family = 0, bool where = true) {
+  const int fd = tcp_socket(dst, family);
+  const char* why = nullptr;
+  if (fd < 0 || d.send_hello(fastsock::shm::socket_cookie(fd), fds, count, &why) != 0 ||
+      tcp_connect_fd(fd, dst, family) < 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  if (where && d.send_where(local_of(fd), &why) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Listener::match for the accepted socket `fd`, as the library calls it.
+inline fastsock::shm::MatchResult match_accepted(fastsock::shm::Listener& l, int fd) {
+  return l.match(peer_of(fd), local_of(fd));
+}
+
 
 // A bare record as a fake or hostile listener would publish it: a listening SOCK_SEQPACKET
 // socket and the datagram presence socket dialers look for, both under the name `a`.
@@ -136,13 +186,6 @@ inline void warm_dialer() {
   fastsock::shm::Dialer d;
   dial(d, ep("127.0.0.1", 1));
   forget_channels();
-}
-
-// What a Dialer sends on its channel before the SYN: raw clients of a record send it too,
-// or the listener takes their hello for a broken channel. 0 or -errno.
-inline int send_intent(int fd) {
-  const fastsock::shm::IntentWire w = fastsock::shm::encode_intent();
-  return fastsock::shm::send_message(fd, &w, sizeof w, nullptr, 0);
 }
 
 inline bool readable(int fd, int timeout_ms) {

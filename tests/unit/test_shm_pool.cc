@@ -92,18 +92,18 @@ bool open_pair(Pair& p, const TcpServer& server, Listener& l) {
   sockaddr_storage ss;
   const socklen_t len = to_sockaddr(server.local, ss);
   const char* why = "";
-  if (p.connector->prepare(reinterpret_cast<sockaddr*>(&ss), len, &why) < 0) {
+  p.cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (p.connector->prepare(p.cfd, reinterpret_cast<sockaddr*>(&ss), len, &why) < 0) {
     p.why = why;
     return false;
   }
-  p.cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (connect(p.cfd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return false;
   if (p.connector->start_connector(p.cfd, &why) < 0) {
     p.why = why;
     return false;
   }
   p.afd = accept4(server.fd, nullptr, nullptr, SOCK_CLOEXEC);
-  MatchResult m = l.match(peer_of(p.afd), 200'000);
+  MatchResult m = match_accepted(l, p.afd);
   if (m.status != MatchStatus::matched) {
     p.why = m.why ? m.why : "not matched";
     return false;
@@ -353,9 +353,9 @@ TEST_CASE("a forked child never uses its parent's pooled slots; a connection ope
     sockaddr_storage ss;
     const socklen_t len = to_sockaddr(s.tcp.local, ss);
     const char* why = "";
-    if (c.prepare(reinterpret_cast<sockaddr*>(&ss), len, &why) < 0) return 10;
-    if (counts().fresh - c0.fresh != 1 || counts().reused != c0.reused) return 11;
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c.prepare(fd, reinterpret_cast<sockaddr*>(&ss), len, &why) < 0) return 10;
+    if (counts().fresh - c0.fresh != 1 || counts().reused != c0.reused) return 11;
     if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return 12;
     if (c.start_connector(fd, &why) < 0) return 13;
     const std::string up = pattern(42, 800);
@@ -370,7 +370,7 @@ TEST_CASE("a forked child never uses its parent's pooled slots; a connection ope
   {
     Pair p;
     p.afd = accept4(s.tcp.fd, nullptr, nullptr, SOCK_CLOEXEC);
-    MatchResult m = s.listener.match(peer_of(p.afd), 2'000'000);
+    MatchResult m = match_accepted(s.listener, p.afd);
     REQUIRE(m.status == MatchStatus::matched);
     CHECK(m.handshake.hello().slot_op == SlotOp::fresh);
     p.acceptor = std::make_unique<Conn>(options());
@@ -418,7 +418,7 @@ TEST_CASE("a peer process that dies frees the pool: no segment stays mapped", "[
     if (write(ready[1], "r", 1) != 1) return 11;
     for (int i = 0; i < 3; ++i) {
       const int fd = accept4(server.fd, nullptr, nullptr, SOCK_CLOEXEC);
-      MatchResult m = l.match(peer_of(fd), 2'000'000);
+      MatchResult m = match_accepted(l, fd);
       if (m.status != MatchStatus::matched) return 12;
       Conn c(options());
       if (c.start_acceptor(m.handshake, &why) < 0) return 13;
@@ -439,8 +439,8 @@ TEST_CASE("a peer process that dies frees the pool: no segment stays mapped", "[
     sockaddr_storage ss;
     const socklen_t len = to_sockaddr(server.local, ss);
     const char* why = "";
-    REQUIRE(c.prepare(reinterpret_cast<sockaddr*>(&ss), len, &why) == 0);
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(c.prepare(fd, reinterpret_cast<sockaddr*>(&ss), len, &why) == 0);
     REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0);
     REQUIRE(c.start_connector(fd, &why) == 0);
     const std::string up = pattern(unsigned(i), 100);
@@ -457,9 +457,10 @@ TEST_CASE("a peer process that dies frees the pool: no segment stays mapped", "[
   CHECK(mapped_segments().size() <= 2);
   kill(acceptor, SIGKILL);
   CHECK(wait_exit(acceptor) == 1000 + SIGKILL);
-  // The next dial to that destination finds the channel dead: it closes, with its pool.
+  // The next connection to that destination finds the channel dead at its hello: it closes,
+  // with its pool, and no record is found any more.
   Dialer d;
-  CHECK(dial(d, server.local) == -ECONNREFUSED);
+  CHECK(dial_hello(d, server.local, 1, nullptr, 0) == -ECONNREFUSED);
   CHECK(mapped_segments().empty());
   close(ready[0]);
   close(ready[1]);
@@ -476,8 +477,8 @@ TEST_CASE("a connector process that dies frees the acceptor's pool", "[pool]") {
       sockaddr_storage ss;
       const socklen_t len = to_sockaddr(s.tcp.local, ss);
       const char* why = "";
-      if (c.prepare(reinterpret_cast<sockaddr*>(&ss), len, &why) < 0) return 10;
       const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (c.prepare(fd, reinterpret_cast<sockaddr*>(&ss), len, &why) < 0) return 10;
       if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return 11;
       if (c.start_connector(fd, &why) < 0) return 12;
       bool more = true;
@@ -489,7 +490,7 @@ TEST_CASE("a connector process that dies frees the acceptor's pool", "[pool]") {
   });
   for (int i = 0; i < 3; ++i) {
     const int fd = accept4(s.tcp.fd, nullptr, nullptr, SOCK_CLOEXEC);
-    MatchResult m = s.listener.match(peer_of(fd), 2'000'000);
+    MatchResult m = match_accepted(s.listener, fd);
     REQUIRE(m.status == MatchStatus::matched);
     Conn c(options());
     const char* why = "";
@@ -507,7 +508,7 @@ TEST_CASE("a connector process that dies frees the acceptor's pool", "[pool]") {
   // The next match() sees the dead channel (a plain TCP peer: nothing to wait for).
   const int plain = tcp_connect(s.tcp.local);
   const int fd = accept4(s.tcp.fd, nullptr, nullptr, SOCK_CLOEXEC);
-  CHECK(s.listener.match(peer_of(fd), 1000).status == MatchStatus::not_fastsock);
+  CHECK(match_accepted(s.listener, fd).status == MatchStatus::not_fastsock);
   CHECK(s.listener.channels() == 0);
   CHECK(mapped_segments().empty());
   close(fd);

@@ -16,6 +16,7 @@
 #include "shm_rendezvous.hpp"
 #include "shm_rendezvous_io.hpp"
 #include "shm_rendezvous_name.hpp"
+#include "shm_peer_cookie.hpp"
 
 using namespace fastsock::shm;
 using namespace rvtest;
@@ -26,32 +27,23 @@ std::string name_of(const sockaddr_un& a, socklen_t len) {
   return std::string(a.sun_path + 1, len - offsetof(sockaddr_un, sun_path) - 1);
 }
 
-double seconds_since(const timespec& t0) {
-  timespec t1;
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  return double(t1.tv_sec - t0.tv_sec) + double(t1.tv_nsec - t0.tv_nsec) / 1e9;
-}
-
-// A raw client of a record: what a hostile or broken peer could send. It announces a
-// connection first (`announce`), as a Dialer does, so that what it sends next is read as
-// a hello.
-int raw_connect(const Endpoint& record, bool announce = true) {
+// A raw client of a record: what a hostile or broken peer could send.
+int raw_connect(const Endpoint& record) {
   sockaddr_un a;
   const socklen_t len = record_address(geteuid(), record, Stack::dual, a);
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && (connect(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
-                  (announce && send_intent(fd) != 0))) {
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
     close(fd);
     return -1;
   }
   return fd;
 }
 
-HelloWire good_hello(const Endpoint& connector, uint16_t server_port, uint8_t fd_count) {
+HelloWire good_hello(uint64_t cookie, uint16_t server_port, uint8_t fd_count) {
   Hello h;
   h.pid = getpid();
   h.nonce = 42;
-  h.connector = connector;
+  h.cookie = cookie;
   h.server_port = server_port;
   h.fd_count = fd_count;
   return encode_hello(h);
@@ -210,13 +202,12 @@ TEST_CASE("a loopback connection is matched and descriptors travel both ways") {
     Dialer d;
     REQUIRE(dial(d, srv.local) == 0);
     CHECK(d.fd() >= 0);
-    const int tcp = tcp_connect(srv.local);
-    REQUIRE(tcp >= 0);
     const int seg = memfd_create("rv-test-segment", MFD_CLOEXEC);
     REQUIRE(write(seg, "segment", 7) == 7);
     const int client_efd = make_eventfd();
     const int mine[2] = {seg, client_efd};
-    REQUIRE(d.send_hello(local_of(tcp), mine, 2, &why) == 0);
+    const int tcp = handshake_connect(d, srv.local, mine, 2);
+    REQUIRE(tcp >= 0);
 
     Reply reply;
     PassedFds got;
@@ -224,11 +215,12 @@ TEST_CASE("a loopback connection is matched and descriptors travel both ways") {
 
     const int accepted = accept(srv.fd, nullptr, nullptr);
     REQUIRE(accepted >= 0);
-    MatchResult m = listener.match(peer_of(accepted));
+    MatchResult m = match_accepted(listener, accepted);
     REQUIRE(m.status == MatchStatus::matched);
+    CHECK(listener.counters().by_cookie == 0);  // by its `where`: no sock_diag request
     CHECK(m.handshake.hello().pid == getpid());
     CHECK(m.handshake.hello().nonce == d.nonce());
-    CHECK(same_endpoint(m.handshake.hello().connector, local_of(tcp)));
+    CHECK(m.handshake.hello().cookie == socket_cookie(tcp));
     CHECK(m.handshake.hello().server_port == srv.local.port);
     REQUIRE(m.handshake.fds().count() == 2);
     char buf[8] = {};
@@ -295,7 +287,7 @@ TEST_CASE("a record with a full backlog is skipped at once, never waited for") {
   close(presence);
 }
 
-TEST_CASE("a plain TCP peer is reported not_fastsock without waiting the budget") {
+TEST_CASE("a plain TCP peer is reported not_fastsock at once, also beside other hellos") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));
   Listener listener;
@@ -305,62 +297,72 @@ TEST_CASE("a plain TCP peer is reported not_fastsock without waiting the budget"
   REQUIRE(tcp >= 0);
   const int accepted = accept(srv.fd, nullptr, nullptr);
   REQUIRE(accepted >= 0);
-  timespec t0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  MatchResult m = listener.match(peer_of(accepted), 10'000'000);  // a 10 s budget
+  MatchResult m = match_accepted(listener, accepted);
   CHECK(m.status == MatchStatus::not_fastsock);
   CHECK(std::string(m.why) == "no fastsock dialer for this connection");
-  CHECK(listener.counters().budget_expired == 0);
-  CHECK(seconds_since(t0) < 5.0);  // far below the budget: it was not spent
-  close(tcp);
-  close(accepted);
+  // A dialer's hello without its `where` (its connect still to come): the plain peer's
+  // socket is looked up, is not the hello's, and nothing is waited for.
+  Dialer d;
+  REQUIRE(dial(d, srv.local) == 0);
+  const int later = tcp_socket(srv.local);
+  REQUIRE(d.send_hello(socket_cookie(later), nullptr, 0, &why) == 0);
+  const int plain = tcp_connect(srv.local);
+  const int plain_accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(plain_accepted >= 0);
+  m = match_accepted(listener, plain_accepted);
+  CHECK(m.status == MatchStatus::not_fastsock);
+  CHECK(std::string(m.why) == "no fastsock dialer for this connection");
+  CHECK(listener.pending() == 1);
+  for (int fd : {tcp, accepted, later, plain, plain_accepted}) close(fd);
 }
 
-TEST_CASE("a silent dialer costs one bounded wait; a hello after it is told no") {
+// On one CPU the acceptor usually runs inside the connector's connect() (the SYN wakes
+// it), before the connector could say which port it got: the hello is matched by the
+// peer socket's cookie, which sock_diag gives. The `where` that comes afterwards is read and
+// skipped, and the channel serves the next connection.
+TEST_CASE("a connection accepted before its where is matched by its socket's cookie") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));
   Listener listener;
   const char* why = nullptr;
   REQUIRE(listener.open(srv.local, &why) == 0);
-
-  Dialer slow;  // dialled before its SYN, hello not sent yet
-  REQUIRE(dial(slow, srv.local) == 0);
-  const int slow_tcp = tcp_connect(srv.local);
-  REQUIRE(slow_tcp >= 0);
-  const int slow_accepted = accept(srv.fd, nullptr, nullptr);
-  REQUIRE(slow_accepted >= 0);
-
-  // 200 ms, of which the first 100 us spun: the rest is slept (a margin no scheduler
-  // hiccup of the spin phase eats up).
-  MatchResult m = listener.match(peer_of(slow_accepted), 200'000, 100);
-  CHECK(m.status == MatchStatus::not_fastsock);
-  CHECK(listener.counters().waits == 1);
-  CHECK(std::string(m.why) == "no hello from a fastsock dialer within the budget");
-  CHECK(listener.counters().budget_expired == 1);
-  CHECK(listener.pending() == 1);
-
-  // A plain peer now: the silent dialer is not waited for again.
-  const int plain = tcp_connect(srv.local);
-  const int plain_accepted = accept(srv.fd, nullptr, nullptr);
-  REQUIRE(plain_accepted >= 0);
-  m = listener.match(peer_of(plain_accepted), 10'000'000);
-  CHECK(m.status == MatchStatus::not_fastsock);
-  CHECK(listener.counters().budget_expired == 1);
-
-  // The late hello: its connection stays on TCP, and the next match() tells the dialer.
-  const int seg = memfd_create("rv-late", MFD_CLOEXEC);
-  REQUIRE(slow.send_hello(local_of(slow_tcp), &seg, 1, &why) == 0);
-  close(seg);
-  m = listener.match(ep("127.0.0.1", 1), 0);
-  CHECK(m.status == MatchStatus::not_fastsock);
-  CHECK(listener.counters().rejected_late == 1);
-  CHECK(listener.pending() == 0);
   Reply reply;
   PassedFds got;
-  REQUIRE(readable(slow.fd(), 1000));
-  CHECK(slow.poll_reply(reply, got, &why) == ReplyStatus::rejected);
-  CHECK(std::string(reply.reason) == "the acceptor stopped waiting for this hello");
-  for (int fd : {slow_tcp, slow_accepted, plain, plain_accepted}) close(fd);
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    Dialer d;
+    REQUIRE(dial(d, srv.local) == 0);
+    const int tcp = handshake_connect(d, srv.local, nullptr, 0, 0, false);
+    REQUIRE(tcp >= 0);
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    MatchResult m = match_accepted(listener, accepted);
+    REQUIRE(m.status == MatchStatus::matched);
+    CHECK(listener.counters().by_cookie == uint64_t(round + 1));
+    CHECK(m.handshake.hello().nonce == d.nonce());
+    REQUIRE(d.send_where(local_of(tcp), &why) == 0);  // late
+    REQUIRE(m.handshake.reject("test", &why) == 0);
+    REQUIRE(readable(d.fd(), 1000));
+    CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::rejected);
+    CHECK(listener.channels() == 1);
+    close(tcp);
+    close(accepted);
+  }
+  CHECK(listener.counters().dropped_malformed == 0);
+  // The IPv4-mapped spelling of the same: an IPv6 socket connected to ::ffff:127.0.0.1.
+  if (ipv6_loopback_up()) {
+    Dialer d;
+    REQUIRE(dial(d, srv.local, AF_INET6) == 0);
+    const int tcp = handshake_connect(d, srv.local, nullptr, 0, AF_INET6, false);
+    REQUIRE(tcp >= 0);
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    MatchResult m = match_accepted(listener, accepted);
+    CHECK(m.status == MatchStatus::matched);
+    close(tcp);
+    close(accepted);
+  }
+  forget_channels();
 }
 
 TEST_CASE("a hello that was merely read early is matched when its connection comes") {
@@ -371,16 +373,16 @@ TEST_CASE("a hello that was merely read early is matched when its connection com
   REQUIRE(listener.open(srv.local, &why) == 0);
   Dialer early;
   REQUIRE(dial(early, srv.local) == 0);
-  const int early_tcp = tcp_connect(srv.local);
-  REQUIRE(early.send_hello(local_of(early_tcp), nullptr, 0, &why) == 0);
-  // Another peer is matched first: the early hello is read into the table...
-  const Endpoint other = ep("127.0.0.1", 1);
-  CHECK(listener.match(other, 0).status == MatchStatus::not_fastsock);
+  const int early_tcp = handshake_connect(early, srv.local, nullptr, 0);
+  REQUIRE(early_tcp >= 0);
+  // Another peer is matched first: the early hello and its `where` are read into the
+  // table...
+  CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
   CHECK(listener.pending() == 1);
   // ...and found there, without a system call, when its connection is accepted.
   const int accepted = accept(srv.fd, nullptr, nullptr);
   REQUIRE(accepted >= 0);
-  MatchResult m = listener.match(peer_of(accepted), 0);
+  MatchResult m = match_accepted(listener, accepted);
   REQUIRE(m.status == MatchStatus::matched);
   CHECK(m.handshake.hello().nonce == early.nonce());
   close(early_tcp);
@@ -397,6 +399,7 @@ TEST_CASE("wildcard listeners are found from loopback, IPv4-mapped and IPv6 conn
   };
   const bool v6 = ipv6_loopback_up();
   if (!v6) WARN("IPv6 loopback is down: only the IPv4 cases run");
+  // Each case twice: matched by the `where`, and by the socket's cookie (no `where`).
   const Case cases[] = {
       {"0.0.0.0", false, "127.0.0.1", 0, true},
       {"0.0.0.0", false, "127.0.0.1", AF_INET6, true},
@@ -428,15 +431,21 @@ TEST_CASE("wildcard listeners are found from loopback, IPv4-mapped and IPv6 conn
       continue;
     }
     REQUIRE(rc == 0);
-    const int tcp = tcp_connect(dst, c.socket_family);
-    REQUIRE(tcp >= 0);
-    REQUIRE(d.send_hello(local_of(tcp), nullptr, 0, &why) == 0);
-    const int accepted = accept(srv.fd, nullptr, nullptr);
-    REQUIRE(accepted >= 0);
-    MatchResult m = listener.match(peer_of(accepted));
-    CHECK(m.status == MatchStatus::matched);
-    close(tcp);
-    close(accepted);
+    for (bool where : {true, false}) {
+      INFO((where ? "by where" : "by cookie"));
+      if (!where) REQUIRE(dial(d, dst, c.socket_family) == 0);
+      const int tcp = handshake_connect(d, dst, nullptr, 0, c.socket_family, where);
+      REQUIRE(tcp >= 0);
+      const int accepted = accept(srv.fd, nullptr, nullptr);
+      REQUIRE(accepted >= 0);
+      MatchResult m = match_accepted(listener, accepted);
+      CHECK(m.status == MatchStatus::matched);
+      CHECK(listener.counters().by_cookie == (where ? 0u : 1u));
+      if (m.status == MatchStatus::matched) REQUIRE(m.handshake.reject("test", &why) == 0);
+      close(tcp);
+      close(accepted);
+    }
+    forget_channels();
   }
 }
 
@@ -480,12 +489,11 @@ TEST_CASE("this host's own non-loopback address finds the wildcard record") {
     dst.port = srv.local.port;
     Dialer d;
     REQUIRE(dial(d, dst) == 0);
-    const int tcp = tcp_connect(dst);
+    const int tcp = handshake_connect(d, dst, nullptr, 0, 0, false);  // by cookie
     REQUIRE(tcp >= 0);
-    REQUIRE(d.send_hello(local_of(tcp), nullptr, 0, &why) == 0);
     const int accepted = accept(srv.fd, nullptr, nullptr);
     REQUIRE(accepted >= 0);
-    MatchResult m = listener.match(peer_of(accepted));
+    MatchResult m = match_accepted(listener, accepted);
     CHECK(m.status == MatchStatus::matched);
     close(tcp);
     close(accepted);
@@ -536,7 +544,7 @@ TEST_CASE("one record per endpoint: a second listener is told why") {
 
 TEST_CASE("malformed hellos drop their dialer and every descriptor they carried") {
   const Endpoint record = ep("127.0.0.1", 40130);
-  const Endpoint peer = ep("127.0.0.1", 50000);
+  const uint64_t peer = 50000;  // the cookie of the peer's socket
   struct Case {
     const char* what;
     std::vector<uint8_t> bytes;
@@ -561,9 +569,9 @@ TEST_CASE("malformed hellos drop their dialer and every descriptor they carried"
        &ListenerCounters::dropped_malformed},
       {"reserved bytes", hello([](HelloWire& w) { w.reserved = 1; }), 0,
        &ListenerCounters::dropped_malformed},
-      {"no connector port", hello([](HelloWire& w) { w.connector.port = 0; }), 0,
+      {"no socket cookie", hello([](HelloWire& w) { w.cookie = 0; }), 0,
        &ListenerCounters::dropped_malformed},
-      {"unknown family", hello([](HelloWire& w) { w.connector.family = AF_UNIX; }), 0,
+      {"reserved cookie bytes", hello([](HelloWire& w) { w.reserved_cookie[11] = 1; }), 0,
        &ListenerCounters::dropped_malformed},
       {"another port", hello([](HelloWire& w) { w.server_port = 1; }), 0,
        &ListenerCounters::dropped_malformed},
@@ -589,7 +597,7 @@ TEST_CASE("malformed hellos drop their dialer and every descriptor they carried"
          w.slot_op = uint8_t(SlotOp::reuse);
          w.fd_count = 1;
        }), 1, &ListenerCounters::dropped_malformed},
-      {"empty, with descriptors", {}, 2, &ListenerCounters::dropped_closed},
+      {"empty, with descriptors", {}, 2, &ListenerCounters::channels_closed},
   };
   cases[10].bytes = bytes_of(good_hello(peer, record.port, 0));
   cases[10].bytes.pop_back();
@@ -611,7 +619,7 @@ TEST_CASE("malformed hellos drop their dialer and every descriptor they carried"
       REQUIRE(send_message(raw, c.bytes.data(), c.bytes.size(), fds, c.fds_sent) == 0);
       close_fds(fds, c.fds_sent);  // only the copies in flight remain
       const uint64_t before = listener.counters().*c.counter;
-      MatchResult m = listener.match(peer, 0);
+      MatchResult m = listener.match(peer);
       CHECK(m.status == MatchStatus::not_fastsock);
       CHECK(listener.counters().*c.counter == before + 1);
       CHECK(listener.pending() == 0);
@@ -624,53 +632,69 @@ TEST_CASE("malformed hellos drop their dialer and every descriptor they carried"
   CHECK(count_fds() == fds_before);
 }
 
-TEST_CASE("a channel must announce each connection with a well-formed intent") {
+TEST_CASE("a channel carries one hello per handshake and at most one where after it") {
   const Endpoint record = ep("127.0.0.1", 40132);
-  const Endpoint peer = ep("127.0.0.1", 50002);
+  const uint64_t cookie = 50002;
+  const Endpoint peer = ep("127.0.0.1", 50002), local = ep("127.0.0.1", 40132);
   warm_dialer();
   const int fds_before = count_fds();
   {
     Listener listener;
     const char* why = nullptr;
     REQUIRE(listener.open(record, &why) == 0);
-    IntentWire bad_version = encode_intent();
-    bad_version.version = kWireVersion + 1;
-    IntentWire bad_reserved = encode_intent();
-    bad_reserved.reserved[6] = 1;
-    const HelloWire hello = good_hello(peer, record.port, 0);
-    struct Case {
-      const char* what;
+    const HelloWire hello = good_hello(cookie, record.port, 0);
+    Where where_good;
+    where_good.cookie = cookie;
+    where_good.connector = peer;
+    const WhereWire where = encode_where(where_good);
+    WhereWire other_socket = where;
+    other_socket.cookie = cookie + 1;
+    WhereWire reserved = where;
+    reserved.reserved_end[0] = 1;
+    WhereWire no_port = where;
+    no_port.connector.port = 0;
+    struct Message {
       const void* bytes;
       size_t len;
+    };
+    struct Case {
+      const char* what;
+      std::vector<Message> sent;
     } cases[] = {
-        {"a hello without an intent", &hello, sizeof hello},
-        {"an intent of another version", &bad_version, sizeof bad_version},
-        {"an intent with reserved bytes", &bad_reserved, sizeof bad_reserved},
-        {"a short intent", &bad_version, sizeof bad_version - 1},
+        {"a where without a hello", {{&where, sizeof where}}},
+        {"a second hello", {{&hello, sizeof hello}, {&hello, sizeof hello}}},
+        {"a where of another socket", {{&hello, sizeof hello}, {&other_socket, sizeof where}}},
+        {"a where with reserved bytes", {{&hello, sizeof hello}, {&reserved, sizeof where}}},
+        {"a where without a port", {{&hello, sizeof hello}, {&no_port, sizeof where}}},
+        {"a short where", {{&hello, sizeof hello}, {&where, sizeof where - 1}}},
+        {"two wheres", {{&hello, sizeof hello}, {&where, sizeof where}, {&where, sizeof where}}},
     };
     uint64_t dropped = 0;
     for (const Case& c : cases) {
       INFO(c.what);
-      const int raw = raw_connect(record, false);
+      const int raw = raw_connect(record);
       REQUIRE(raw >= 0);
-      REQUIRE(send_message(raw, c.bytes, c.len, nullptr, 0) == 0);
-      CHECK(listener.match(peer, 0).status == MatchStatus::not_fastsock);
+      for (const Message& m : c.sent) REQUIRE(send_message(raw, m.bytes, m.len, nullptr, 0) == 0);
+      CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
       CHECK(listener.counters().dropped_malformed == ++dropped);
       CHECK(listener.channels() == 0);
       close(raw);
     }
-    // And a good one: intent, hello, match, and the channel is idle again afterwards.
+    // And a good one: hello, where, matched by the peer's endpoint alone (no sock_diag:
+    // these endpoints are made up), and the channel is idle again afterwards.
     const int raw = raw_connect(record);
     REQUIRE(raw >= 0);
     REQUIRE(send_message(raw, &hello, sizeof hello, nullptr, 0) == 0);
-    MatchResult m = listener.match(peer, 0);
+    REQUIRE(send_message(raw, &where, sizeof where, nullptr, 0) == 0);
+    MatchResult m = listener.match(peer, local);
     REQUIRE(m.status == MatchStatus::matched);
+    CHECK(listener.counters().by_cookie == 0);
     CHECK(m.handshake.reject("test", &why) == 0);
     CHECK(listener.pending() == 0);
     CHECK(listener.channels() == 1);
-    // A second hello without a new intent breaks the protocol.
-    REQUIRE(send_message(raw, &hello, sizeof hello, nullptr, 0) == 0);
-    CHECK(listener.match(peer, 0).status == MatchStatus::not_fastsock);
+    // A where now belongs to no hello.
+    REQUIRE(send_message(raw, &where, sizeof where, nullptr, 0) == 0);
+    CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
     CHECK(listener.counters().dropped_malformed == ++dropped);
     CHECK(listener.channels() == 0);
     close(raw);
@@ -680,7 +704,7 @@ TEST_CASE("a channel must announce each connection with a well-formed intent") {
 
 TEST_CASE("more descriptors than a hello may carry are refused, none leaks") {
   const Endpoint record = ep("127.0.0.1", 40131);
-  const Endpoint peer = ep("127.0.0.1", 50001);
+  const uint64_t peer = 50001;
   warm_dialer();
   const int fds_before = count_fds();
   {
@@ -707,7 +731,7 @@ TEST_CASE("more descriptors than a hello may carry are refused, none leaks") {
     memcpy(CMSG_DATA(c), fds, sizeof fds);
     REQUIRE(sendmsg(raw, &msg, 0) == ssize_t(sizeof w));
     close_fds(fds, 8);
-    MatchResult m = listener.match(peer, 0);
+    MatchResult m = listener.match(peer);
     CHECK(m.status == MatchStatus::not_fastsock);
     CHECK(listener.counters().dropped_malformed == 1);
     close(raw);
@@ -729,25 +753,26 @@ TEST_CASE("a hello read by the full table's sweep is not dropped by its own stal
     opt.table_capacity = 2;
     const char* why = nullptr;
     REQUIRE(listener.open(record, opt, &why) == 0);
-    const Endpoint a = ep("127.0.0.1", 52000), c = ep("127.0.0.1", 52002);
+    const uint64_t a = 52000, c = 52002;  // sockets' cookies
     Dialer da, db, dc;
     Reply reply;
     PassedFds got;
-    // The table: dc's channel idle after a handshake, da's announced (intent read).
+    // The table: dc's channel idle after a handshake, da's new and idle (no hello yet).
     REQUIRE(dial(dc, record) == 0);
     REQUIRE(dc.send_hello(c, nullptr, 0, &why) == 0);
-    MatchResult mc = listener.match(c, 0);
+    MatchResult mc = listener.match(c);
     REQUIRE(mc.status == MatchStatus::matched);
     REQUIRE(mc.handshake.reject("done", &why) == 0);
     REQUIRE(dial(da, record) == 0);
-    CHECK(listener.match(ep("127.0.0.1", 1), 0).status == MatchStatus::not_fastsock);
-    CHECK(listener.pending() == 1);
+    CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
+    CHECK(listener.channels() == 2);
+    CHECK(listener.pending() == 0);
     // A new channel first (the record is reported first), then da's hello with a descriptor.
     REQUIRE(dial(db, record) == 0);
     const int bell = eventfd(0, EFD_CLOEXEC);
     REQUIRE(da.send_hello(a, &bell, 1, &why) == 0);
     close(bell);
-    MatchResult m = listener.match(a, 0);
+    MatchResult m = listener.match(a);
     INFO("not matched: " << (m.why ? m.why : "") << "; dropped as malformed: "
                          << listener.counters().dropped_malformed);
     REQUIRE(m.status == MatchStatus::matched);
@@ -772,26 +797,26 @@ TEST_CASE("the table is bounded: closed dialers go first, then the oldest") {
     const char* why = nullptr;
     REQUIRE(listener.open(record, opt, &why) == 0);
     Dialer d[7];
-    auto connector = [](int i) { return ep("127.0.0.1", uint16_t(51000 + i)); };
+    auto connector = [](int i) { return uint64_t(51000 + i); };  // their sockets' cookies
     auto start = [&](int i) {
       REQUIRE(dial(d[i], record) == 0);
       REQUIRE(d[i].send_hello(connector(i), nullptr, 0, &why) == 0);
     };
     for (int i = 0; i < 4; ++i) start(i);
     // Nobody's connection: reads all four hellos into the table.
-    CHECK(listener.match(ep("127.0.0.1", 1), 0).status == MatchStatus::not_fastsock);
+    CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
     CHECK(listener.pending() == 4);
 
     d[1].close();  // gave up: swept out before anything is evicted
     start(4);
-    CHECK(listener.match(ep("127.0.0.1", 1), 0).status == MatchStatus::not_fastsock);
+    CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
     CHECK(listener.counters().dropped_closed == 1);
     CHECK(listener.counters().evicted == 0);
     CHECK(listener.pending() == 4);
 
     start(5);
     start(6);
-    CHECK(listener.match(ep("127.0.0.1", 1), 0).status == MatchStatus::not_fastsock);
+    CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
     CHECK(listener.counters().evicted == 2);  // d[0] and d[2], the oldest
     CHECK(listener.pending() == 4);
     Reply reply;
@@ -800,10 +825,10 @@ TEST_CASE("the table is bounded: closed dialers go first, then the oldest") {
       REQUIRE(readable(d[i].fd(), 1000));
       CHECK(d[i].poll_reply(reply, got, &why) == ReplyStatus::gone);
     }
-    CHECK(listener.match(connector(0), 0).status == MatchStatus::not_fastsock);
+    CHECK(listener.match(connector(0)).status == MatchStatus::not_fastsock);
     for (int i : {3, 4, 5, 6}) {
       INFO("connector " << i);
-      MatchResult m = listener.match(connector(i), 0);
+      MatchResult m = listener.match(connector(i));
       REQUIRE(m.status == MatchStatus::matched);
       CHECK(m.handshake.reject("test\n", &why) == 0);
       CHECK(d[i].poll_reply(reply, got, &why) == ReplyStatus::rejected);
@@ -826,7 +851,7 @@ TEST_CASE("a dialer learns when nobody will answer") {
     REQUIRE(listener.open(record, &why) == 0);
     Dialer d;
     REQUIRE(dial(d, record) == 0);
-    REQUIRE(d.send_hello(ep("127.0.0.1", 52000), nullptr, 0, &why) == 0);
+    REQUIRE(d.send_hello(52000, nullptr, 0, &why) == 0);
     listener.close();
     REQUIRE(readable(d.fd(), 1000));
     CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::gone);
@@ -836,9 +861,9 @@ TEST_CASE("a dialer learns when nobody will answer") {
     REQUIRE(listener.open(record, &why) == 0);
     Dialer d;
     REQUIRE(dial(d, record) == 0);
-    REQUIRE(d.send_hello(ep("127.0.0.1", 52001), nullptr, 0, &why) == 0);
+    REQUIRE(d.send_hello(52001, nullptr, 0, &why) == 0);
     {
-      MatchResult m = listener.match(ep("127.0.0.1", 52001), 0);
+      MatchResult m = listener.match(uint64_t(52001));
       REQUIRE(m.status == MatchStatus::matched);
     }
     REQUIRE(readable(d.fd(), 1000));
@@ -849,13 +874,26 @@ TEST_CASE("a dialer learns when nobody will answer") {
     REQUIRE(listener.open(record, &why) == 0);
     Dialer d;
     REQUIRE(dial(d, record) == 0);
-    REQUIRE(d.send_hello(ep("127.0.0.1", 52002), nullptr, 0, &why) == 0);
+    REQUIRE(d.send_hello(52002, nullptr, 0, &why) == 0);
+    MatchResult m = listener.match(uint64_t(52002));
+    REQUIRE(m.status == MatchStatus::matched);
     d.close();
-    MatchResult m = listener.match(ep("127.0.0.1", 52002), 0);
-    REQUIRE(m.status == MatchStatus::matched);  // its hello was already there
     const int efd = make_eventfd();
     CHECK(m.handshake.accept(&efd, 1, &why) == -EPIPE);  // no SIGPIPE either
     close(efd);
+  }
+  SECTION("a dialer gone before the accept is not matched: its connection stays on TCP") {
+    Listener listener;
+    REQUIRE(listener.open(record, &why) == 0);
+    Dialer d;
+    REQUIRE(dial(d, record) == 0);
+    REQUIRE(d.send_hello(52003, nullptr, 0, &why) == 0);
+    d.close();
+    MatchResult m = listener.match(uint64_t(52003));
+    CHECK(m.status == MatchStatus::not_fastsock);
+    CHECK(std::string(m.why) ==
+          "the connector is gone (it closed its rendezvous channel before the accept)");
+    CHECK(listener.counters().dropped_closed == 1);
   }
 }
 
@@ -912,7 +950,7 @@ TEST_CASE("malformed replies are refused and their descriptors closed") {
     Dialer d;
     REQUIRE(dial(d, record) == 0);
     const char* why = nullptr;
-    REQUIRE(d.send_hello(ep("127.0.0.1", 53000), nullptr, 0, &why) == 0);
+    REQUIRE(d.send_hello(53000, nullptr, 0, &why) == 0);
     const int conn = accept(rec, nullptr, nullptr);
     REQUIRE(conn >= 0);
     ReplyWire w = encode_reply(true, getpid(), d.nonce(), 1, nullptr);

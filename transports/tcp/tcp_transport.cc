@@ -18,7 +18,7 @@ class TcpTransport final : public Transport {
   TransportId id() const noexcept override { return TransportId::tcp; }
   int on_listen(Socket&) noexcept override { return 0; }
   void close_listener(Socket&) noexcept override {}
-  void prepare_connect(Socket&, const sockaddr*, socklen_t) noexcept override {}
+  void prepare_connect(Socket&, const sockaddr*, socklen_t, bool) noexcept override {}
   int attach(Socket&, Side, Socket*, char*, size_t) noexcept override { return 0; }
   bool kernel_carries_data() const noexcept override { return true; }
 

@@ -79,7 +79,7 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
     s.listen_state[kVendor] = nullptr;
   }
 
-  void prepare_connect(Socket&, const sockaddr*, socklen_t) noexcept override {}
+  void prepare_connect(Socket&, const sockaddr*, socklen_t, bool) noexcept override {}
 
   int attach(Socket& s, Side side, Socket* listener, char* why, size_t why_len) noexcept override {
     vendors::Service* services[vendors::Conn::kMaxServices];

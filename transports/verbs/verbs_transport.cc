@@ -59,7 +59,7 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
     s.listen_state[kVerbs] = nullptr;
   }
 
-  void prepare_connect(Socket&, const sockaddr*, socklen_t) noexcept override {}
+  void prepare_connect(Socket&, const sockaddr*, socklen_t, bool) noexcept override {}
 
   int attach(Socket& s, Side side, Socket* listener, char* why, size_t why_len) noexcept override {
     const char* reason = "";

@@ -11,9 +11,15 @@
 // by at most RSS_BOUND_KIB. The bound is loose on purpose (malloc arenas and page-cache
 // noise); a leak of one segment page per cycle would already exceed it (4 KiB × 4,500 =
 // 17.6 MiB), and a leaked mapping or descriptor is caught exactly.
+//
+// With the argument `one-cpu`, both processes run on one CPU: there the acceptor usually
+// runs inside the connector's connect() (the SYN wakes it) and matches the connection by
+// its socket's cookie, before the connector could send its local endpoint
+// (docs/shm-rendezvous.md).
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +72,16 @@ static _Noreturn void echo_server(int lfd) {
   exit(0);
 }
 
-int main(void) {
+int main(int argc, char** argv) {
   prog_init("conn_churn");
   hang_guard(100, "connect/close churn");
+  if (argc > 1 && strcmp(argv[1], "one-cpu") == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    SYS(sched_setaffinity(0, sizeof one, &one));  // inherited by the forked server
+    ok("both processes on CPU %d", sched_getcpu());
+  }
   int lfd = tcp_listen(AF_INET, 0, 64);
   const uint16_t port = local_port(lfd);
   const int pid = (int)SYS(fork());
