@@ -57,15 +57,30 @@ else
 fi
 bench_workdir shm
 
+# Whether `workload` goes over shm under the library: a short run of it with the debug log
+# (which says which link each connection took). The timed runs go without the log: with it,
+# each connection's setup writes log lines and looks its local address up, which cost the
+# connect loop about a fifth of its rate.
+check_shm() {
+  local workload=$1 out
+  declare -A small=([pingpong]="--iterations 100 --batches 1" [bulk]="--bytes 1048576 --batches 1"
+                    [connect]="--connections 20 --batches 1")
+  # shellcheck disable=SC2086  # args are word lists
+  out=$(env LD_PRELOAD="$lib" FASTSOCK_LOG_FILE="$tmp/log" FASTSOCK_LOG=debug \
+    "$bindir/bench_tcp" "$workload" ${small[$workload]} "${cpus[@]}" 2>&1) ||
+    { echo "$out" >&2; return 1; }
+  grep -q " on shm " "$tmp/log" || { echo "shm.sh: $workload did not go over shm" >&2; return 1; }
+  ! grep -qE " (client|server) .* on tcp " "$tmp/log" ||
+    { echo "shm.sh: a connection of $workload stayed on TCP:" >&2; grep -E " on tcp " "$tmp/log" | head -3 >&2; return 1; }
+  : >"$tmp/log"
+}
+
 run() {  # run tcp|shm workload -> prints the value; on failure bench_tcp's output to stderr
   local side=$1 workload=$2 out
   # shellcheck disable=SC2086  # args are word lists
   if [[ $side == shm ]]; then
-    out=$(env LD_PRELOAD="$lib" FASTSOCK_LOG_FILE="$tmp/log" FASTSOCK_LOG=debug \
-      "$bindir/bench_tcp" "$workload" ${args[$workload]} "${cpus[@]}" 2>&1) ||
+    out=$(env LD_PRELOAD="$lib" "$bindir/bench_tcp" "$workload" ${args[$workload]} "${cpus[@]}" 2>&1) ||
       { echo "$out" >&2; return 1; }
-    grep -q " on shm " "$tmp/log" || { echo "shm.sh: $workload did not go over shm" >&2; return 1; }
-    : >"$tmp/log"
   else
     out=$(env -u LD_PRELOAD "$bindir/bench_tcp" "$workload" ${args[$workload]} "${cpus[@]}" 2>&1) ||
       { echo "$out" >&2; return 1; }
@@ -77,6 +92,7 @@ echo "# bench/shm.sh: kernel TCP loopback vs shm, $rounds interleaved round(s), 
 echo "# machine: $(bench_machine); CPU busy at start: $(bench_cpu_busy_pct)%"
 echo "# command: $command_line"
 for workload in pingpong bulk connect; do
+  check_shm "$workload" || exit 1
   for ((r = 0; r < rounds; r++)); do
     # A/B then B/A: drift within a round hits both sides alike.
     if ((r % 2 == 0)); then order="tcp shm"; else order="shm tcp"; fi

@@ -246,8 +246,11 @@ Listener::ReadResult Listener::read_channel(Entry& e) noexcept {
     const bool where_expected = (e.state == State::hello && !e.where_known) ||
                                 (e.state == State::idle && e.where_due);
     if (kind == kKindWhere && where_expected) {
+      const bool held = e.state == State::hello;
       if (!take_where(e, &wire.where, r)) return ReadResult::dropped;
-      continue;
+      // Nothing follows a held hello's where until this end replies: no read for EAGAIN.
+      if (held) return result;
+      continue;  // (a where skipped after its handshake: the next hello may follow)
     }
     if (e.state != State::idle) {  // a second hello: not our protocol
       close_fds(r.control.fds, r.control.fd_count);

@@ -51,6 +51,27 @@ HelloWire good_hello(uint64_t cookie, uint16_t server_port, uint8_t fd_count) {
 
 int make_eventfd() { return eventfd(0, EFD_CLOEXEC); }
 
+// One connection of this process to `srv` at `dst` (from a socket of `family`), its hello
+// matched by `listener` by its where, or by its socket's cookie when `where` is false (then
+// rejected, so that the channel serves the next one).
+MatchStatus connect_and_match(Listener& listener, const TcpServer& srv, const Endpoint& dst,
+                              int family, bool where) {
+  Dialer d;
+  if (dial(d, dst, family) != 0) return MatchStatus::error;
+  const int tcp = handshake_connect(d, dst, nullptr, 0, family, where);
+  const int accepted = tcp >= 0 ? accept(srv.fd, nullptr, nullptr) : -1;
+  MatchStatus status = MatchStatus::error;
+  if (accepted >= 0) {
+    MatchResult m = match_accepted(listener, accepted);
+    status = m.status;
+    const char* why = nullptr;
+    if (status == MatchStatus::matched) (void)m.handshake.reject("test", &why);
+  }
+  if (tcp >= 0) close(tcp);
+  if (accepted >= 0) close(accepted);
+  return status;
+}
+
 }  // namespace
 
 TEST_CASE("record names are canonical and per uid, address, port and stack") {
@@ -350,18 +371,8 @@ TEST_CASE("a connection accepted before its where is matched by its socket's coo
   }
   CHECK(listener.counters().dropped_malformed == 0);
   // The IPv4-mapped spelling of the same: an IPv6 socket connected to ::ffff:127.0.0.1.
-  if (ipv6_loopback_up()) {
-    Dialer d;
-    REQUIRE(dial(d, srv.local, AF_INET6) == 0);
-    const int tcp = handshake_connect(d, srv.local, nullptr, 0, AF_INET6, false);
-    REQUIRE(tcp >= 0);
-    const int accepted = accept(srv.fd, nullptr, nullptr);
-    REQUIRE(accepted >= 0);
-    MatchResult m = match_accepted(listener, accepted);
-    CHECK(m.status == MatchStatus::matched);
-    close(tcp);
-    close(accepted);
-  }
+  if (ipv6_loopback_up())
+    CHECK(connect_and_match(listener, srv, srv.local, AF_INET6, false) == MatchStatus::matched);
   forget_channels();
 }
 
@@ -431,19 +442,12 @@ TEST_CASE("wildcard listeners are found from loopback, IPv4-mapped and IPv6 conn
       continue;
     }
     REQUIRE(rc == 0);
+    d.close();
     for (bool where : {true, false}) {
       INFO((where ? "by where" : "by cookie"));
-      if (!where) REQUIRE(dial(d, dst, c.socket_family) == 0);
-      const int tcp = handshake_connect(d, dst, nullptr, 0, c.socket_family, where);
-      REQUIRE(tcp >= 0);
-      const int accepted = accept(srv.fd, nullptr, nullptr);
-      REQUIRE(accepted >= 0);
-      MatchResult m = match_accepted(listener, accepted);
-      CHECK(m.status == MatchStatus::matched);
+      CHECK(connect_and_match(listener, srv, dst, c.socket_family, where) ==
+            MatchStatus::matched);
       CHECK(listener.counters().by_cookie == (where ? 0u : 1u));
-      if (m.status == MatchStatus::matched) REQUIRE(m.handshake.reject("test", &why) == 0);
-      close(tcp);
-      close(accepted);
     }
     forget_channels();
   }
@@ -487,16 +491,7 @@ TEST_CASE("this host's own non-loopback address finds the wildcard record") {
     REQUIRE(listener.open(srv.local, &why) == 0);
     Endpoint dst = own;
     dst.port = srv.local.port;
-    Dialer d;
-    REQUIRE(dial(d, dst) == 0);
-    const int tcp = handshake_connect(d, dst, nullptr, 0, 0, false);  // by cookie
-    REQUIRE(tcp >= 0);
-    const int accepted = accept(srv.fd, nullptr, nullptr);
-    REQUIRE(accepted >= 0);
-    MatchResult m = match_accepted(listener, accepted);
-    CHECK(m.status == MatchStatus::matched);
-    close(tcp);
-    close(accepted);
+    CHECK(connect_and_match(listener, srv, dst, 0, false) == MatchStatus::matched);
   }
   // A link-local one: its scope id travels with the destination to the proof.
   uint32_t scope = 0;
@@ -675,6 +670,8 @@ TEST_CASE("a channel carries one hello per handshake and at most one where after
       const int raw = raw_connect(record);
       REQUIRE(raw >= 0);
       for (const Message& m : c.sent) REQUIRE(send_message(raw, m.bytes, m.len, nullptr, 0) == 0);
+      // Twice: what follows a held hello's where is read at the next look.
+      CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
       CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
       CHECK(listener.counters().dropped_malformed == ++dropped);
       CHECK(listener.channels() == 0);
