@@ -222,7 +222,7 @@ class Listener {
   void give_back(int slot, bool reusable) noexcept;
   bool handle_events(int n, const Want& want, int& found) noexcept;
   int adopt_after_fork() noexcept;
-  bool was_gone(const Want& want) const noexcept;
+  bool was_gone(const Want& want) noexcept;
 
   // Connectors that closed their channel after their hello (bounded; oldest overwritten):
   // their connection, accepted later, is reported as such.

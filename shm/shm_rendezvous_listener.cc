@@ -385,27 +385,27 @@ int Listener::find_hello(const Want& want) const noexcept {
   return -1;
 }
 
-// Whether some held hello's `where` has not come (or some gone connector's had not): the
-// accepted connection may be its.
+// Whether some held hello's `where` has not come: the accepted connection may be its.
 bool Listener::holds_unplaced_hello() const noexcept {
   for (int i = 0, seen = 0; i < capacity_ && seen < used_; ++i) {
     if (table_[i].fd < 0) continue;
     ++seen;
     if (table_[i].state == State::hello && !table_[i].where_known) return true;
   }
-  for (const Gone& g : gone_)
-    if (g.cookie != 0 && g.where.family == 0) return true;
   return false;
 }
 
 // Whether the connection `want` describes was a connector's that closed its channel after
-// its hello.
-bool Listener::was_gone(const Want& want) const noexcept {
-  for (const Gone& g : gone_) {
+// its hello (by its where, or by its cookie if sock_diag was asked anyway: gone connectors
+// alone never cost a request). Forgets it: a later connection from that port is another.
+bool Listener::was_gone(const Want& want) noexcept {
+  for (Gone& g : gone_) {
     if (g.cookie == 0) continue;
     if ((g.where.family != 0 && want.peer.family != 0 && same_endpoint(g.where, want.peer)) ||
-        (want.cookie != 0 && g.cookie == want.cookie))
+        (want.cookie != 0 && g.cookie == want.cookie)) {
+      g = Gone{};
       return true;
+    }
   }
   return false;
 }
