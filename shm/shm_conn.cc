@@ -98,17 +98,19 @@ void Conn::use_slot(Pool* pool, PoolSlot* slot) {
 
 int Conn::prepare(int fd, const sockaddr* dst, socklen_t len, const char** why) {
   side_ = 0;
-  // The hello names this socket by its cookie: the acceptor asks sock_diag for its peer's.
-  const uint64_t cookie = socket_cookie(fd);
-  if (cookie == 0) {
-    *why = "the kernel gives no socket cookie (SO_COOKIE)";
-    return -ENOPROTOOPT;
-  }
   // The hello goes before the SYN: when the acceptor's accept() returns, it is there. A
   // kept channel whose listener closed or dropped it fails the send at once: its segment is
   // given up and the next channel (finally a new one) tried. Nothing is on TCP yet.
+  uint64_t cookie = 0;
   for (int attempt = 0; attempt < Dialer::kMaxDials; ++attempt) {
     if (int rc = dialer_.dial(dst, len, why); rc < 0) return rc;
+    // The hello names this socket by its cookie (the acceptor asks sock_diag for its
+    // peer's). Asked only once a listener was found: a connect to a server without
+    // fastsock pays nothing for it.
+    if (cookie == 0 && (cookie = socket_cookie(fd)) == 0) {
+      *why = "the kernel gives no socket cookie (SO_COOKIE)";
+      return -ENOPROTOOPT;
+    }
     if (int rc = make_segment(why); rc < 0) return rc;
     const int fds[2] = {seg_->fd(), own_bell_};
     const int nfds = slot_op_ == SlotOp::reuse ? 0 : 2;

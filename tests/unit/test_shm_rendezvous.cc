@@ -843,36 +843,28 @@ TEST_CASE("a dialer learns when nobody will answer") {
   Reply reply;
   PassedFds got;
   const char* why = nullptr;
+  // (Run again for each section.)
+  Listener listener;
+  REQUIRE(listener.open(record, &why) == 0);
+  Dialer d;
+  REQUIRE(dial(d, record) == 0);
+  const uint64_t cookie = 52000;
+  REQUIRE(d.send_hello(cookie, nullptr, 0, &why) == 0);
   SECTION("the listener closes with the dialer in its backlog") {
-    Listener listener;
-    REQUIRE(listener.open(record, &why) == 0);
-    Dialer d;
-    REQUIRE(dial(d, record) == 0);
-    REQUIRE(d.send_hello(52000, nullptr, 0, &why) == 0);
     listener.close();
     REQUIRE(readable(d.fd(), 1000));
     CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::gone);
   }
   SECTION("the matched handshake is dropped unanswered") {
-    Listener listener;
-    REQUIRE(listener.open(record, &why) == 0);
-    Dialer d;
-    REQUIRE(dial(d, record) == 0);
-    REQUIRE(d.send_hello(52001, nullptr, 0, &why) == 0);
     {
-      MatchResult m = listener.match(uint64_t(52001));
+      MatchResult m = listener.match(cookie);
       REQUIRE(m.status == MatchStatus::matched);
     }
     REQUIRE(readable(d.fd(), 1000));
     CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::gone);
   }
   SECTION("the dialer is gone when the acceptor answers") {
-    Listener listener;
-    REQUIRE(listener.open(record, &why) == 0);
-    Dialer d;
-    REQUIRE(dial(d, record) == 0);
-    REQUIRE(d.send_hello(52002, nullptr, 0, &why) == 0);
-    MatchResult m = listener.match(uint64_t(52002));
+    MatchResult m = listener.match(cookie);
     REQUIRE(m.status == MatchStatus::matched);
     d.close();
     const int efd = make_eventfd();
@@ -880,13 +872,8 @@ TEST_CASE("a dialer learns when nobody will answer") {
     close(efd);
   }
   SECTION("a dialer gone before the accept is not matched: its connection stays on TCP") {
-    Listener listener;
-    REQUIRE(listener.open(record, &why) == 0);
-    Dialer d;
-    REQUIRE(dial(d, record) == 0);
-    REQUIRE(d.send_hello(52003, nullptr, 0, &why) == 0);
     d.close();
-    MatchResult m = listener.match(uint64_t(52003));
+    MatchResult m = listener.match(cookie);
     CHECK(m.status == MatchStatus::not_fastsock);
     CHECK(std::string(m.why) ==
           "the connector is gone (it closed its rendezvous channel before the accept)");
