@@ -209,8 +209,14 @@ int Conn::start_connector(int fd, const char** why) {
 }
 
 void Conn::keep_memfd_for(int fd) {
-  const long flags = fd >= 0 ? sys::fcntl(fd, F_GETFD, 0) : -1;
-  if (flags < 0 || (flags & FD_CLOEXEC) || !fd_budget::room_for_exec(fd)) seg_->close_fd();
+  int cloexec = -1;
+  if (fd >= 0 && mode_) {
+    cloexec = mode_->close_on_exec(fd);
+  } else if (fd >= 0) {
+    const long flags = sys::fcntl(fd, F_GETFD, 0);
+    if (flags >= 0) cloexec = (flags & FD_CLOEXEC) ? 1 : 0;
+  }
+  if (cloexec != 0 || !fd_budget::room_for_exec(fd)) seg_->close_fd();
 }
 
 int Conn::start_acceptor(Handshake& handshake, const char** why, int fd) {
@@ -441,7 +447,11 @@ int Conn::wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool ha
   p[n++] = pollfd{own_bell_, POLLIN, 0};
   // The TCP socket: bytes sent before the switch, and the peer's death (FIN or reset).
   if (const short tcp = tcp_watch(what == WaitFor::data); tcp) p[n++] = pollfd{fd, tcp, 0};
-  if (phase_ == Phase::awaiting_peer && dialer_.fd() >= 0) p[n++] = pollfd{dialer_.fd(), POLLIN, 0};
+  int reply_at = -1;
+  if (phase_ == Phase::awaiting_peer && dialer_.fd() >= 0) {
+    reply_at = int(n);
+    p[n++] = pollfd{dialer_.fd(), POLLIN, 0};
+  }
   int timeout_ms = -1;
   if (has_deadline) {
     const int64_t left = deadline - now_ns();
@@ -457,7 +467,13 @@ int Conn::wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool ha
   const int err = errno;
   sleepers.fetch_sub(1, std::memory_order_seq_cst);
   lock.lock();
-  if (notifier_.drain() != 0) pass_on_signal(kind_of(what));
+  // The bell is read only when poll saw it ring: one system call fewer for every other
+  // wake-up (a ring after poll returned leaves it readable, and the next wait drains it).
+  if ((p[0].revents & POLLIN) && notifier_.drain() != 0) pass_on_signal(kind_of(what));
+  // The acceptor's reply came: read it now. Its confirmation may not be visible yet (on one
+  // CPU the reply wakes us before the acceptor's next store), and the socket stays readable
+  // until read: left to check_peer_cheap, every wait until then would return at once.
+  if (rc > 0 && reply_at >= 0 && p[reply_at].revents != 0) (void)check_peer();
   if (rc < 0) return -err;
   if (rc == 0 && has_deadline && now_ns() >= deadline) return -EAGAIN;
   return 0;
@@ -542,9 +558,9 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       }
       if (t != -EAGAIN) return got ? ssize_t(got) : t;
     }
-    if (nonblocking(fd, flags)) return got ? ssize_t(got) : -EAGAIN;
+    if (nonblocking(fd, flags, mode_)) return got ? ssize_t(got) : -EAGAIN;
     if (!deadline_known) {
-      has_deadline = socket_deadline(fd, SO_RCVTIMEO, deadline);
+      has_deadline = socket_deadline(fd, SO_RCVTIMEO, deadline, mode_);
       deadline_known = true;
     }
     if (int w = wait(lock, fd, WaitFor::data, has_deadline, deadline); w < 0) {
@@ -671,7 +687,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
     // this buffer, and this call returns once it has (shm_handoff.hpp).
     if (handoff_ok && rest_of_element >= options_.handoff_threshold && !handoff_out_.refused()) {
       if (!nb_known) {
-        nb = nonblocking(fd, flags);
+        nb = nonblocking(fd, flags, mode_);
         nb_known = true;
       }
       if (!nb && handoff_out_.post(tx_, base, rest_of_element)) {
@@ -688,7 +704,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
         while (!handoff_out_.done() && phase_ == Phase::active &&
                tx_control_.state() != DirectionState::downgrade_requested) {
           if (!deadline_known) {
-            has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
+            has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline, mode_);
             deadline_known = true;
           }
           const bool own_bound = !has_deadline || patience_end < deadline;
@@ -747,7 +763,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
     }
     if (tx_.read_closed() || dead_peer(fd)) return sent ? ssize_t(sent) : -EPIPE;
     if (!nb_known) {
-      nb = nonblocking(fd, flags);
+      nb = nonblocking(fd, flags, mode_);
       nb_known = true;
     }
     if (nb) {
@@ -757,7 +773,7 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
       return sent ? ssize_t(sent) : -EAGAIN;
     }
     if (!deadline_known) {
-      has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline);
+      has_deadline = socket_deadline(fd, SO_SNDTIMEO, deadline, mode_);
       deadline_known = true;
     }
     // TCP would have taken these bytes into its socket buffer (megabytes) and returned; a
@@ -872,7 +888,7 @@ int Conn::serve_resend(int fd, int flags) {
     const iovec v{const_cast<unsigned char*>(bytes), len};
     const ssize_t n = kernel_send(fd, &v, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n == -EAGAIN) {
-      if (nonblocking(fd, flags)) return -EAGAIN;
+      if (nonblocking(fd, flags, mode_)) return -EAGAIN;
       pollfd p{fd, POLLOUT, 0};
       if (real().poll(&p, 1, -1) < 0 && errno == EINTR) return -EINTR;  // room comes: the peer reads TCP now
       continue;
@@ -919,7 +935,10 @@ void Conn::serve_resend_if_asked(int fd) {
 }
 
 short Conn::poll_now(int fd, short events) {
-  check_peer_cheap();
+  // While the acceptor's reply is awaited its socket is among this connection's wait fds
+  // (wait_fds): read it on every look, or a reply that came before the confirmation would
+  // keep poll and epoll returning at once.
+  if (phase_ == Phase::awaiting_peer) (void)check_peer();
   (void)note_peer_downgrade();
   serve_resend_if_asked(fd);
   if (phase_ == Phase::tcp) {

@@ -35,6 +35,7 @@
 #include "shm_rendezvous.hpp"
 #include "shm_ring.hpp"
 #include "shm_segment.hpp"
+#include "socket_mode.hpp"
 #include "stats_layout.hpp"
 
 namespace fastsock::shm {
@@ -55,7 +56,10 @@ class Conn {
     broken,         // the peer broke the protocol or the segment: ECONNRESET from now on
   };
 
-  explicit Conn(const ConnOptions& options) : options_(options) {}
+  // `mode`: what the core remembers of the socket's O_NONBLOCK, timeouts and close-on-exec
+  // flag (socket_mode.hpp), or null to ask the kernel every time.
+  explicit Conn(const ConnOptions& options, SocketMode* mode = nullptr)
+      : options_(options), mode_(mode) {}
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
   ~Conn();
@@ -180,6 +184,7 @@ class Conn {
   ssize_t tcp_peek(int fd);
 
   ConnOptions options_;
+  SocketMode* mode_;
   std::atomic<Phase> phase_{Phase::tcp};
   int side_ = 0;
   const char* fallback_reason_ = nullptr;

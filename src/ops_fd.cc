@@ -120,7 +120,7 @@ long dup3(int fd, int newfd, int flags) {
 long fcntl(int fd, int cmd, void* arg, bool fcntl64) {
   const int rc = fcntl64 ? real().fcntl64(fd, cmd, arg) : real().fcntl(fd, cmd, arg);
   if (rc < 0) return -errno;
-  if (cmd == F_SETFL) fd_table::mode_changed(fd);
+  if (cmd == F_SETFL || cmd == F_SETFD) fd_table::mode_changed(fd);
   if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) fd_table::install_owned(rc, fd_table::lookup(fd));
   return rc;
 }
@@ -140,7 +140,8 @@ long ioctl(int fd, unsigned long request, void* arg) {
   }
   const int rc = real().ioctl(fd, request, arg);
   if (rc < 0) return -errno;
-  if (request == FIONBIO) fd_table::mode_changed(fd);
+  if (request == FIONBIO || request == FIOCLEX || request == FIONCLEX)
+    fd_table::mode_changed(fd);
   return rc;
 }
 

@@ -111,6 +111,7 @@ long socket(int domain, int type, int protocol) {
   if (s) {
     s->domain = domain;
     s->slot->fd = fd;
+    s->mode.made(fd, type);
   }
   // Out of memory: the descriptor is simply untracked (pass-through), never an error.
   fd_table::install_owned(fd, std::move(s));

@@ -10,11 +10,14 @@
 
 namespace fastsock {
 
+uint64_t SocketMode::tag() const noexcept {
+  // Never 0, the tag of an entry not asked yet.
+  return (uint64_t(epoch_.load(std::memory_order_acquire) % 0xFFFF) + 1) << kValueBits;
+}
+
 template <typename Ask>
 uint64_t SocketMode::cached(std::atomic<uint64_t>& entry, Ask ask) noexcept {
-  // Never 0, the tag of an entry not asked yet.
-  const uint64_t tag = (uint64_t(epoch_.load(std::memory_order_acquire) % 0xFFFF) + 1)
-                       << kValueBits;
+  const uint64_t tag = this->tag();
   const uint64_t e = entry.load(std::memory_order_acquire);
   if ((e & ~kValueMask) == tag) return e & kValueMask;
   uint64_t value;
@@ -40,6 +43,27 @@ uint64_t SocketMode::timeout_us(int fd, int option) noexcept {
     v = uint64_t(tv.tv_sec) * 1'000'000 + uint64_t(tv.tv_usec);
     return true;
   });
+}
+
+int SocketMode::close_on_exec(int fd) noexcept {
+  const uint64_t mine = uint64_t(fd) << 1;
+  const uint64_t tag = this->tag();
+  const uint64_t e = cloexec_.load(std::memory_order_acquire);
+  if ((e & ~kValueMask) == tag && (e & kValueMask & ~uint64_t(1)) == mine) return int(e & 1);
+  const int flags = real().fcntl(fd, F_GETFD);
+  if (flags < 0) return -1;
+  const int on = (flags & FD_CLOEXEC) ? 1 : 0;
+  cloexec_.store(tag | mine | uint64_t(on), std::memory_order_release);
+  return on;
+}
+
+void SocketMode::made(int fd, int type) noexcept {
+  const uint64_t tag = this->tag();
+  nonblock_.store(tag | ((type & SOCK_NONBLOCK) ? 1 : 0), std::memory_order_release);
+  rcvtimeo_.store(tag, std::memory_order_release);
+  sndtimeo_.store(tag, std::memory_order_release);
+  cloexec_.store(tag | (uint64_t(fd) << 1) | ((type & SOCK_CLOEXEC) ? 1 : 0),
+                 std::memory_order_release);
 }
 
 }  // namespace fastsock

@@ -20,11 +20,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -239,10 +241,14 @@ static void exec_family(void) {
 //    each exec call. The connection continues on shm in the new program (it says so through
 //    fastsock_transport), the bytes in flight arrive, and the parent's end stays on shm.
 //    Exec'd with an environment without LD_PRELOAD, the connection is moved to TCP first.
+//    "cloexec-cleared" and "fionclex" exec by execve a socket made SOCK_CLOEXEC whose flag
+//    was cleared before its connect, by fcntl(F_SETFD) and ioctl(FIONCLEX): the library
+//    remembers the flag socket() gave, and must notice the change (else it would not keep
+//    what the connection needs across exec, and the connection would end up on TCP).
 static void exec_without_fork(void) {
-  static const char* const hows[] = {"execve", "execv",    "execvp",  "execvpe", "execl",
-                                     "execle", "execlp",   "fexecve", "execveat",
-                                     "no-library"};
+  static const char* const hows[] = {"execve",  "execv",   "execvp",          "execvpe",
+                                     "execl",   "execle",  "execlp",          "fexecve",
+                                     "execveat", "cloexec-cleared", "fionclex", "no-library"};
   const int n = (int)(sizeof hows / sizeof hows[0]);
   const int shm = fastsock_present() && strcmp(both_ends_link(), "shm") == 0;
   for (int i = 0; i < n; i++) {
@@ -257,7 +263,19 @@ static void exec_without_fork(void) {
     int pid = (int)SYS(fork());
     if (pid == 0) {
       SYS(close(lfd));
-      int c = tcp_connect(AF_INET, port);
+      int c;
+      if (strcmp(how, "cloexec-cleared") == 0 || strcmp(how, "fionclex") == 0) {
+        c = (int)SYS(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (strcmp(how, "fionclex") == 0)
+          SYS(ioctl(c, FIONCLEX));
+        else
+          SYS(fcntl(c, F_SETFD, 0));
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        SYS(connect(c, (struct sockaddr*)&a, sizeof a));
+      } else {
+        c = tcp_connect(AF_INET, port);
+      }
       // One exchange first: both directions switched to the link before the exec.
       char b = 'x';
       write_all(c, &b, 1);
@@ -269,7 +287,10 @@ static void exec_without_fork(void) {
       snprintf(rep_arg, sizeof rep_arg, "%zu", rep);
       char* argv[] = {"exec_child", fd_arg, req_arg, seed_arg, rep_arg, (char*)how,
                       (char*)link_after, NULL};
-      if (library) exec_by(how, argv);
+      if (library) exec_by(strcmp(how, "cloexec-cleared") == 0 || strcmp(how, "fionclex") == 0
+                               ? "execve"
+                               : how,
+                           argv);
       // The same program without the library: LD_PRELOAD left out of its environment.
       static char* env[256];
       int k = 0;
