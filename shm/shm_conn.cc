@@ -181,15 +181,6 @@ int Conn::start_connector(int fd, const char** why) {
     *why = "no fastsock listener";
     return -ECONNREFUSED;
   }
-  // Where the connection comes from: an acceptor that has not accepted it yet matches it
-  // by address; one that has (it preempted this connect, on this CPU) asked sock_diag.
-  // Only a shortcut: the hello is out, so the acceptor may have attached already, and only
-  // its reply (or its going) decides; a `where` that cannot be sent changes nothing.
-  sockaddr_storage ss;
-  socklen_t sl = sizeof ss;
-  const char* ignored;
-  if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl) == 0)
-    (void)dialer_.send_where(endpoint_from(reinterpret_cast<sockaddr*>(&ss), sl), &ignored);
   LOG_DEBUG("fd=%d shm: segment %s", fd,
             slot_op_ == SlotOp::reuse   ? "reused from the channel's pool"
             : slot_op_ == SlotOp::fresh ? "new, kept in the channel's pool"
@@ -205,6 +196,20 @@ int Conn::start_connector(int fd, const char** why) {
   // this end can arm (the acceptor signals it) but not signal.
   notifier_ = Notifier(*seg_, 0, own_bell_, -1);
   phase_ = Phase::awaiting_peer;
+  // Where the connection comes from: an acceptor that has not accepted it yet matches it
+  // by address; one that has (it preempted this connect, on this CPU) asked sock_diag.
+  // Only a shortcut: the hello is out, so the acceptor may have attached already, and only
+  // its reply (or its going) decides; a `where` that cannot be sent changes nothing. Not
+  // sent at all when the acceptor has confirmed already (its reply is queued): the
+  // listener takes the channel's next hello in its place (Listener::read_channel), and
+  // this end saves getsockname and the message, and the acceptor a read.
+  if (uint64_t offset; !rx_control_.switch_offset(offset)) {
+    sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    const char* ignored;
+    if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl) == 0)
+      (void)dialer_.send_where(endpoint_from(reinterpret_cast<sockaddr*>(&ss), sl), &ignored);
+  }
   return 0;
 }
 

@@ -376,6 +376,41 @@ TEST_CASE("a connection accepted before its where is matched by its socket's coo
   forget_channels();
 }
 
+// A connector that finds the acceptor's confirmation when its connect returns (the acceptor
+// ran inside that connect) sends no `where` at all (Conn::start_connector): the listener,
+// expecting that where, takes the channel's next hello in its place.
+TEST_CASE("a where never sent after a match by cookie: the channel's next hello is taken") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  Reply reply;
+  PassedFds got;
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    Dialer d;
+    REQUIRE(dial(d, srv.local) == 0);
+    const int tcp = handshake_connect(d, srv.local, nullptr, 0, 0, false);
+    REQUIRE(tcp >= 0);
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    MatchResult m = match_accepted(listener, accepted);
+    REQUIRE(m.status == MatchStatus::matched);
+    CHECK(m.handshake.hello().nonce == d.nonce());
+    REQUIRE(m.handshake.accept(nullptr, 0, &why) == 0);
+    REQUIRE(readable(d.fd(), 1000));
+    CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::accepted);
+    close(tcp);
+    close(accepted);
+  }
+  CHECK(listener.counters().matched == 3);
+  CHECK(listener.counters().by_cookie == 3);
+  CHECK(listener.counters().dropped_malformed == 0);
+  CHECK(listener.channels() == 1);  // one channel served all three
+  forget_channels();
+}
+
 TEST_CASE("a hello that was merely read early is matched when its connection comes") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));
