@@ -340,7 +340,9 @@ TEST_CASE("a plain TCP peer is reported not_fastsock at once, also beside other 
 // On one CPU the acceptor usually runs inside the connector's connect() (the SYN wakes
 // it), before the connector could say which port it got: the hello is matched by the
 // peer socket's cookie, which sock_diag gives. The `where` that comes afterwards is read and
-// skipped, and the channel serves the next connection.
+// skipped, and the channel serves the next connection. A connector that found the
+// acceptor's confirmation as its connect returned sends no where at all
+// (Conn::start_connector): then the channel's next hello is taken in its place.
 TEST_CASE("a connection accepted before its where is matched by its socket's cookie") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));
@@ -349,8 +351,9 @@ TEST_CASE("a connection accepted before its where is matched by its socket's coo
   REQUIRE(listener.open(srv.local, &why) == 0);
   Reply reply;
   PassedFds got;
-  for (int round = 0; round < 2; ++round) {
-    INFO("round " << round);
+  for (int round = 0; round < 4; ++round) {
+    const bool late_where = round < 2;
+    INFO("round " << round << (late_where ? ", late where" : ", no where"));
     Dialer d;
     REQUIRE(dial(d, srv.local) == 0);
     const int tcp = handshake_connect(d, srv.local, nullptr, 0, 0, false);
@@ -361,7 +364,7 @@ TEST_CASE("a connection accepted before its where is matched by its socket's coo
     REQUIRE(m.status == MatchStatus::matched);
     CHECK(listener.counters().by_cookie == uint64_t(round + 1));
     CHECK(m.handshake.hello().nonce == d.nonce());
-    REQUIRE(d.send_where(local_of(tcp), &why) == 0);  // late
+    if (late_where) REQUIRE(d.send_where(local_of(tcp), &why) == 0);
     REQUIRE(m.handshake.reject("test", &why) == 0);
     REQUIRE(readable(d.fd(), 1000));
     CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::rejected);
@@ -373,41 +376,6 @@ TEST_CASE("a connection accepted before its where is matched by its socket's coo
   // The IPv4-mapped spelling of the same: an IPv6 socket connected to ::ffff:127.0.0.1.
   if (ipv6_loopback_up())
     CHECK(connect_and_match(listener, srv, srv.local, AF_INET6, false) == MatchStatus::matched);
-  forget_channels();
-}
-
-// A connector that finds the acceptor's confirmation when its connect returns (the acceptor
-// ran inside that connect) sends no `where` at all (Conn::start_connector): the listener,
-// expecting that where, takes the channel's next hello in its place.
-TEST_CASE("a where never sent after a match by cookie: the channel's next hello is taken") {
-  TcpServer srv;
-  REQUIRE(tcp_listen(srv, "127.0.0.1"));
-  Listener listener;
-  const char* why = nullptr;
-  REQUIRE(listener.open(srv.local, &why) == 0);
-  Reply reply;
-  PassedFds got;
-  for (int round = 0; round < 3; ++round) {
-    INFO("round " << round);
-    Dialer d;
-    REQUIRE(dial(d, srv.local) == 0);
-    const int tcp = handshake_connect(d, srv.local, nullptr, 0, 0, false);
-    REQUIRE(tcp >= 0);
-    const int accepted = accept(srv.fd, nullptr, nullptr);
-    REQUIRE(accepted >= 0);
-    MatchResult m = match_accepted(listener, accepted);
-    REQUIRE(m.status == MatchStatus::matched);
-    CHECK(m.handshake.hello().nonce == d.nonce());
-    REQUIRE(m.handshake.accept(nullptr, 0, &why) == 0);
-    REQUIRE(readable(d.fd(), 1000));
-    CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::accepted);
-    close(tcp);
-    close(accepted);
-  }
-  CHECK(listener.counters().matched == 3);
-  CHECK(listener.counters().by_cookie == 3);
-  CHECK(listener.counters().dropped_malformed == 0);
-  CHECK(listener.channels() == 1);  // one channel served all three
   forget_channels();
 }
 
