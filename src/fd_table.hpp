@@ -92,9 +92,9 @@ inline Socket* peek(int fd) noexcept {
   return entry ? entry->load(std::memory_order_acquire) : nullptr;
 }
 
-// The application may have changed `fd`'s O_NONBLOCK, timeouts or FD_CLOEXEC: what the socket remembers
-// of them (socket_mode.hpp) is asked of the kernel again. Through peek(): at worst another
-// connection asks once more.
+// The application may have changed `fd`'s O_NONBLOCK, timeouts or FD_CLOEXEC: what the
+// socket remembers of them (socket_mode.hpp) is asked of the kernel again. Through peek():
+// at worst another connection asks once more.
 inline void mode_changed(int fd) noexcept {
   if (Socket* s = peek(fd)) s->mode.forget();
 }
