@@ -214,13 +214,7 @@ int Conn::start_connector(int fd, const char** why) {
 }
 
 void Conn::keep_memfd_for(int fd) {
-  int cloexec = -1;
-  if (fd >= 0 && mode_) {
-    cloexec = mode_->close_on_exec(fd);
-  } else if (fd >= 0) {
-    const long flags = sys::fcntl(fd, F_GETFD, 0);
-    if (flags >= 0) cloexec = (flags & FD_CLOEXEC) ? 1 : 0;
-  }
+  const int cloexec = fd >= 0 ? mode_->close_on_exec(fd) : -1;
   if (cloexec != 0 || !fd_budget::room_for_exec(fd)) seg_->close_fd();
 }
 

@@ -57,9 +57,8 @@ class Conn {
   };
 
   // `mode`: what the core remembers of the socket's O_NONBLOCK, timeouts and close-on-exec
-  // flag (socket_mode.hpp), or null to ask the kernel every time.
-  explicit Conn(const ConnOptions& options, SocketMode* mode = nullptr)
-      : options_(options), mode_(mode) {}
+  // flag (socket_mode.hpp); it outlives the connection (it is the Socket's).
+  Conn(const ConnOptions& options, SocketMode& mode) : options_(options), mode_(&mode) {}
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
   ~Conn();

@@ -112,7 +112,7 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
       return;
     }
     t_prepare_why = "no fastsock listener";
-    auto* c = new (std::nothrow) shm::Conn(conn_options(), &s.mode);
+    auto* c = new (std::nothrow) shm::Conn(conn_options(), s.mode);
     if (!c) {
       t_prepare_why = "out of memory";
       return;
@@ -157,7 +157,7 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
         snprintf(why, why_len, "%s", kNoFdBudget);
         return -EMFILE;
       }
-      auto* c = new (std::nothrow) shm::Conn(conn_options(), &s.mode);
+      auto* c = new (std::nothrow) shm::Conn(conn_options(), s.mode);
       if (!c) {
         snprintf(why, why_len, "out of memory");
         return -ENOMEM;
@@ -194,7 +194,7 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
     if (s.link_state) conn(s).exec_failed();
   }
   int adopt(Socket& s, int fd, const char* token, char* why, size_t why_len) noexcept override {
-    auto* c = new (std::nothrow) shm::Conn(conn_options(), &s.mode);
+    auto* c = new (std::nothrow) shm::Conn(conn_options(), s.mode);
     if (!c) {
       snprintf(why, why_len, "out of memory");
       return -ENOMEM;

@@ -70,6 +70,9 @@ std::string recv_exact(Conn& c, int fd, size_t len, bool& more) {
 // One connection between a connector Conn and an acceptor Conn of this process.
 struct Pair {
   int cfd = -1, afd = -1;
+  // What the core remembers of each socket's mode (socket_mode.hpp): the Socket's, which
+  // outlives its Conn.
+  fastsock::SocketMode connector_mode, acceptor_mode;
   std::unique_ptr<Conn> connector, acceptor;
   std::string why;
   ~Pair() { end(); }
@@ -88,7 +91,7 @@ struct Pair {
 
 // Sets up a connection to `server` (its listener `l`) the way the preload hooks do.
 bool open_pair(Pair& p, const TcpServer& server, Listener& l) {
-  p.connector = std::make_unique<Conn>(options());
+  p.connector = std::make_unique<Conn>(options(), p.connector_mode);
   sockaddr_storage ss;
   const socklen_t len = to_sockaddr(server.local, ss);
   const char* why = "";
@@ -108,7 +111,7 @@ bool open_pair(Pair& p, const TcpServer& server, Listener& l) {
     p.why = m.why ? m.why : "not matched";
     return false;
   }
-  p.acceptor = std::make_unique<Conn>(options());
+  p.acceptor = std::make_unique<Conn>(options(), p.acceptor_mode);
   if (p.acceptor->start_acceptor(m.handshake, &why) < 0) p.why = why;
   return true;
 }
@@ -349,7 +352,8 @@ TEST_CASE("a forked child never uses its parent's pooled slots; a connection ope
   // slot; it never picks the parent's released one.
   const pid_t child = spawn([&] {
     const Counts c0 = counts();
-    Conn c(options());
+    fastsock::SocketMode mode;
+    Conn c(options(), mode);
     sockaddr_storage ss;
     const socklen_t len = to_sockaddr(s.tcp.local, ss);
     const char* why = "";
@@ -373,7 +377,7 @@ TEST_CASE("a forked child never uses its parent's pooled slots; a connection ope
     MatchResult m = match_accepted(s.listener, p.afd);
     REQUIRE(m.status == MatchStatus::matched);
     CHECK(m.handshake.hello().slot_op == SlotOp::fresh);
-    p.acceptor = std::make_unique<Conn>(options());
+    p.acceptor = std::make_unique<Conn>(options(), p.acceptor_mode);
     const char* why = "";
     REQUIRE(p.acceptor->start_acceptor(m.handshake, &why) == 0);
     bool more = true;
@@ -420,7 +424,8 @@ TEST_CASE("a peer process that dies frees the pool: no segment stays mapped", "[
       const int fd = accept4(server.fd, nullptr, nullptr, SOCK_CLOEXEC);
       MatchResult m = match_accepted(l, fd);
       if (m.status != MatchStatus::matched) return 12;
-      Conn c(options());
+      fastsock::SocketMode mode;
+      Conn c(options(), mode);
       if (c.start_acceptor(m.handshake, &why) < 0) return 13;
       bool more = true;
       const std::string got = recv_exact(c, fd, 100, more);
@@ -435,7 +440,8 @@ TEST_CASE("a peer process that dies frees the pool: no segment stays mapped", "[
   char r;
   REQUIRE(read(ready[0], &r, 1) == 1);
   for (int i = 0; i < 3; ++i) {
-    Conn c(options());
+    fastsock::SocketMode mode;
+    Conn c(options(), mode);
     sockaddr_storage ss;
     const socklen_t len = to_sockaddr(server.local, ss);
     const char* why = "";
@@ -473,7 +479,8 @@ TEST_CASE("a connector process that dies frees the acceptor's pool", "[pool]") {
   REQUIRE(s.open());
   const pid_t connector = spawn([&] {
     for (int i = 0; i < 3; ++i) {
-      Conn c(options());
+      fastsock::SocketMode mode;
+      Conn c(options(), mode);
       sockaddr_storage ss;
       const socklen_t len = to_sockaddr(s.tcp.local, ss);
       const char* why = "";
@@ -492,7 +499,8 @@ TEST_CASE("a connector process that dies frees the acceptor's pool", "[pool]") {
     const int fd = accept4(s.tcp.fd, nullptr, nullptr, SOCK_CLOEXEC);
     MatchResult m = match_accepted(s.listener, fd);
     REQUIRE(m.status == MatchStatus::matched);
-    Conn c(options());
+    fastsock::SocketMode mode;
+    Conn c(options(), mode);
     const char* why = "";
     REQUIRE(c.start_acceptor(m.handshake, &why) == 0);
     CHECK(send_all(c, fd, "bye") == 3);
