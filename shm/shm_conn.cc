@@ -285,12 +285,13 @@ int Conn::start_acceptor(Handshake& handshake, const char** why, int fd) {
   tx_control_ = Control(*seg_, 1);
   rx_control_ = Control(*seg_, 0);
   notifier_ = Notifier(*seg_, 1, own_bell_, peer_bell_);
-  // Only a fresh or unpooled segment's reply carries this end's eventfd: on a reuse the
-  // connector has it already.
-  if (int rc = handshake.accept(&own_bell_, slot_op_ == SlotOp::reuse ? 0 : 1, why); rc < 0)
-    return rc;
-  // Confirmation: the reply is queued before this store, so a connector that sees the
-  // switch offset finds the reply waiting. Nothing was sent on TCP yet: offset 0.
+  // A fresh or unpooled segment's reply carries this end's eventfd. A reuse gets no reply:
+  // the connector has the eventfd already, and the confirmation below is the answer.
+  const int rc = slot_op_ == SlotOp::reuse ? handshake.accept_in_segment(why)
+                                           : handshake.accept(&own_bell_, 1, why);
+  if (rc < 0) return rc;
+  // Confirmation: a reply is queued before this store, so a connector that sees the
+  // switch offset finds it waiting. Nothing was sent on TCP yet: offset 0.
   tx_control_.set_switch_offset(0);
   tx_switched_ = true;
   phase_ = Phase::active;
@@ -315,6 +316,15 @@ bool Conn::check_peer() {
   if (phase_ != Phase::awaiting_peer) return false;
   uint64_t offset;
   const bool confirmed = rx_control_.switch_offset(offset);
+  if (confirmed && slot_op_ == SlotOp::reuse) {
+    // A reused slot's whole answer (Handshake::accept_in_segment): both eventfds are the
+    // slot's already, and so is the segment's same-process mark (one acceptor per channel).
+    dialer_.answered_in_segment();
+    notifier_.set_peer(peer_bell_);
+    slot_confirmed_ = true;
+    phase_ = Phase::active;
+    return true;
+  }
   Reply reply;
   PassedFds fds;
   const char* why = "the acceptor's answer was malformed";
@@ -322,10 +332,10 @@ bool Conn::check_peer() {
     case ReplyStatus::pending:
       return false;
     case ReplyStatus::accepted: {
-      // A reused segment's eventfds are the slot's; a fresh one's comes with this reply.
-      const bool reused = slot_op_ == SlotOp::reuse;
-      if (reused && fds.count() != 0) break;  // not what a reuse is answered with
-      const int bell = reused ? peer_bell_ : fds.take(0);
+      // A fresh segment's eventfd comes with this reply. A reuse is never accepted by a
+      // reply (its answer is the confirmation, above).
+      if (slot_op_ == SlotOp::reuse) break;
+      const int bell = fds.take(0);
       if (bell < 0 && confirmed) {
         // The acceptor's eventfd did not come through (this process is out of
         // descriptors: the kernel truncated it away) but the acceptor already sends on the
@@ -340,12 +350,9 @@ bool Conn::check_peer() {
         return true;
       }
       if (bell < 0) break;
-      if (!reused) {
-        peer_bell_ = bell;
-        if (slot_)
-          slot_->peer_bell = bell;  // the slot's from now on
-        internal_fds::add(peer_bell_);
-      }
+      peer_bell_ = bell;
+      if (slot_) slot_->peer_bell = bell;  // the slot's from now on
+      internal_fds::add(peer_bell_);
       if (reply.pid == current_pid()) seg_->set_peer_in_this_process(true);
       notifier_.set_peer(peer_bell_);
       slot_confirmed_ = true;

@@ -107,6 +107,12 @@ class Handshake {
   // the caller did not take() from fds() first.
   int accept(const int* fds, int count, const char** why) noexcept;
   int reject(const char* reason, const char** why) noexcept;
+  // Accepts a reuse of a pooled slot (hello().slot_op == SlotOp::reuse) with no message:
+  // the caller's confirmation in the slot's segment, which must follow, is the answer
+  // (Dialer::answered_in_segment). The channel goes back to the Listener first, so the
+  // connector's next hello, sent once it sees the confirmation, finds it idle. -EINVAL
+  // (and the Handshake is closed) for any other hello.
+  int accept_in_segment(const char** why) noexcept;
 
   void close() noexcept;
 
@@ -306,6 +312,10 @@ class Dialer {
   // rejected) it is kept idle for the next connection to this destination, otherwise
   // closed.
   ReplyStatus poll_reply(Reply& reply, PassedFds& fds, const char** why) noexcept;
+  // For a reuse of a pooled slot: the acceptor's confirmation in the slot's segment was
+  // seen, which is its whole answer (Handshake::accept_in_segment): no reply comes, and
+  // the channel is kept idle for the next connection, as after a reply.
+  void answered_in_segment() noexcept;
 
   // The channel to the record: add it to a poll set (POLLIN) to wait for the reply.
   int fd() const noexcept { return fd_; }
@@ -318,6 +328,7 @@ class Dialer {
   void close() noexcept;
 
  private:
+  void release_channel() noexcept;
   int fd_ = -1;
   Pool* pool_ = nullptr;
   SlotOp slot_op_ = SlotOp::unpooled;

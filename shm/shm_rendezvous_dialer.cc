@@ -271,16 +271,24 @@ ReplyStatus Dialer::poll_reply(Reply& reply, PassedFds& fds, const char** why) n
     *why = err;
     return ReplyStatus::invalid;
   }
-  // The handshake is over: the channel (and its pool) serves the next connection.
-  channels::give_back(uid_, destination_, pid_, fd_, pool_);
-  fd_ = -1;
-  pool_ = nullptr;
+  release_channel();
   if (!reply.accepted) {
     *why = "the acceptor rejected the upgrade";
     return ReplyStatus::rejected;
   }
   fds.adopt(r.control.fds, r.control.fd_count);
   return ReplyStatus::accepted;
+}
+
+void Dialer::answered_in_segment() noexcept {
+  if (fd_ >= 0) release_channel();
+}
+
+// The handshake is over: the channel (and its pool) serves the next connection.
+void Dialer::release_channel() noexcept {
+  channels::give_back(uid_, destination_, pid_, fd_, pool_);
+  fd_ = -1;
+  pool_ = nullptr;
 }
 
 void Dialer::close() noexcept {

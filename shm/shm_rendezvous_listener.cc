@@ -636,6 +636,20 @@ int Handshake::accept(const int* fds, int count, const char** why) noexcept {
   return reply(true, fds, count, nullptr, why);
 }
 
+int Handshake::accept_in_segment(const char** why) noexcept {
+  if (fd_ < 0) {
+    *why = "handshake already answered";
+    return -EBADF;
+  }
+  if (hello_.slot_op != SlotOp::reuse) {
+    close();
+    *why = "only a reused slot is answered in its segment";
+    return -EINVAL;
+  }
+  finish(true);
+  return 0;
+}
+
 int Handshake::reject(const char* reason, const char** why) noexcept {
   return reply(false, nullptr, 0, reason, why);
 }

@@ -23,7 +23,10 @@ inline constexpr uint32_t kWireMagic = 0x56525346;  // "FSRV" in memory on littl
 // Version 4: the hello is sent before the SYN (it replaces version 2's intent), naming the
 // connector's socket by its kernel cookie; the connector's local endpoint (known only after
 // the connect) follows in a `where` message.
-inline constexpr uint16_t kWireVersion = 4;
+// Version 5: an accepted reuse of a pooled slot gets no reply message: the acceptor's
+// confirmation in the slot's segment is the answer (the connector then gives the channel
+// back itself). Fresh and unpooled segments, and every rejection, are answered as before.
+inline constexpr uint16_t kWireVersion = 5;
 inline constexpr uint8_t kKindHello = 1;
 inline constexpr uint8_t kKindReply = 2;
 inline constexpr uint8_t kKindWhere = 4;  // (3 was version 2-3's intent)

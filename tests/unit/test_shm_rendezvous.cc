@@ -277,6 +277,65 @@ TEST_CASE("a loopback connection is matched and descriptors travel both ways") {
   CHECK(count_fds() == fds_before);
 }
 
+TEST_CASE("a reused slot is answered in its segment: no reply, the channel serves the next "
+          "hello") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  Reply reply;
+  PassedFds got;
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    Dialer d;
+    REQUIRE(dial(d, srv.local) == 0);
+    d.set_slot(SlotOp::reuse, 3);
+    const int tcp = handshake_connect(d, srv.local, nullptr, 0);
+    REQUIRE(tcp >= 0);
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    MatchResult m = match_accepted(listener, accepted);
+    REQUIRE(m.status == MatchStatus::matched);
+    CHECK(m.handshake.hello().slot_op == SlotOp::reuse);
+    CHECK(m.handshake.hello().slot == 3);
+    REQUIRE(m.handshake.accept_in_segment(&why) == 0);
+    CHECK_FALSE(m.handshake.valid());
+    // Nothing was sent: the reply stays pending until the connector says it saw the
+    // confirmation, and then the channel is kept for the next round's hello.
+    CHECK_FALSE(readable(d.fd(), 50));
+    CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::pending);
+    d.answered_in_segment();
+    CHECK(d.fd() == -1);
+    CHECK(channels::idle_count() == 1);
+    CHECK(listener.channels() == 1);
+    close(tcp);
+    close(accepted);
+  }
+  CHECK(listener.counters().matched == 3);
+  CHECK(listener.counters().channels_opened == 1);
+  CHECK(listener.counters().dropped_malformed == 0);
+
+  SECTION("a hello that is not a reuse cannot be answered so: the connector sees it end") {
+    Dialer d;
+    REQUIRE(dial(d, srv.local) == 0);
+    d.set_slot(SlotOp::unpooled, 0);
+    const int tcp = handshake_connect(d, srv.local, nullptr, 0);
+    REQUIRE(tcp >= 0);
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    MatchResult m = match_accepted(listener, accepted);
+    REQUIRE(m.status == MatchStatus::matched);
+    CHECK(m.handshake.accept_in_segment(&why) == -EINVAL);
+    CHECK_FALSE(m.handshake.valid());
+    REQUIRE(readable(d.fd(), 1000));
+    CHECK(d.poll_reply(reply, got, &why) == ReplyStatus::gone);
+    close(tcp);
+    close(accepted);
+  }
+  forget_channels();
+}
+
 TEST_CASE("without a record, dial fails at once and sends nothing") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));
