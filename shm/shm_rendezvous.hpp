@@ -198,6 +198,8 @@ class Listener {
     lent,       // matched: a Handshake answers it
   };
   enum class ReadResult : uint8_t { hello, waiting, dropped };
+  // What reading one message left: read on, stop (nothing more is expected now), dropped.
+  enum class Step : uint8_t { next, done, dropped };
   // The connection match() looks for: its endpoints, and its peer socket's cookie once
   // known (0 before); `why` once sock_diag could not name it.
   struct Want {
@@ -214,6 +216,7 @@ class Listener {
     return (seq << 13) | uint64_t(slot);
   }
   ReadResult read_channel(Entry& e) noexcept;
+  Step take_message(Entry& e, const void* wire, struct Received& r, ReadResult& result) noexcept;
   ReadResult take_hello(Entry& e, const void* wire, struct Received& r) noexcept;
   void set_state(Entry& e, State state) noexcept;
   bool admit(int fd) noexcept;

@@ -34,6 +34,54 @@ int send_message(int fd, const void* buf, size_t len, const int* fds, int count)
   }
 }
 
+namespace {
+
+// The Received of a message the kernel delivered with `flags` (msghdr::msg_flags).
+void fill_received(const msghdr& msg, ssize_t n, Received& out) noexcept {
+  out.len = n;
+  out.truncated = (msg.msg_flags & MSG_TRUNC) != 0;
+  out.ctrunc = (msg.msg_flags & MSG_CTRUNC) != 0;
+  out.control = ControlData{};
+  parse_control(msg, out.control);
+  if (n == 0) {
+    // An empty message reads like the end of the stream, and every caller treats it so:
+    // the descriptors a peer may have attached to it are closed here.
+    close_fds(out.control.fds, out.control.fd_count);
+    out.control = ControlData{};
+  }
+}
+
+}  // namespace
+
+int recv_two_messages(int fd, void* const bufs[2], size_t cap, Received out[2]) noexcept {
+  iovec iov[2];
+  mmsghdr msgs[2];
+  alignas(cmsghdr) char control[2][kControlBytes];
+  memset(msgs, 0, sizeof msgs);
+  for (int i = 0; i < 2; ++i) {
+    iov[i] = iovec{bufs[i], cap};
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+    msgs[i].msg_hdr.msg_control = control[i];
+    msgs[i].msg_hdr.msg_controllen = sizeof control[i];
+  }
+  const int n = real().recvmmsg(fd, msgs, 2, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, nullptr);
+  if (n < 0) {
+    const int err = errno;
+    out[0] = Received{};
+    out[0].len = -err;
+    // Interrupted: the one-message path retries. A reset (reported once, see
+    // recv_message) may have what the peer sent before closing queued behind it.
+    if (err == EINTR || err == ECONNRESET) {
+      recv_message(fd, bufs[0], cap, out[0]);
+      if (err == ECONNRESET && out[0].len == -EAGAIN) out[0].len = 0;
+    }
+    return 1;
+  }
+  for (int i = 0; i < n; ++i) fill_received(msgs[i].msg_hdr, ssize_t(msgs[i].msg_len), out[i]);
+  return n;
+}
+
 void recv_message(int fd, void* buf, size_t cap, Received& out) noexcept {
   iovec iov{buf, cap};
   msghdr msg{};
@@ -56,23 +104,12 @@ void recv_message(int fd, void* buf, size_t cap, Received& out) noexcept {
     if (errno != ECONNRESET || reset_seen) break;
     reset_seen = true;
   }
-  out.truncated = false;
-  out.ctrunc = false;
-  out.control = ControlData{};
   if (n < 0) {
+    out = Received{};
     out.len = errno == ECONNRESET || (reset_seen && errno == EAGAIN) ? 0 : -errno;
     return;
   }
-  out.len = n;
-  out.truncated = (msg.msg_flags & MSG_TRUNC) != 0;
-  out.ctrunc = (msg.msg_flags & MSG_CTRUNC) != 0;
-  parse_control(msg, out.control);
-  if (n == 0) {
-    // An empty message reads like the end of the stream, and every caller treats it so:
-    // the descriptors a peer may have attached to it are closed here.
-    close_fds(out.control.fds, out.control.fd_count);
-    out.control = ControlData{};
-  }
+  fill_received(msg, n, out);
 }
 
 void close_fds(const int* fds, int count) noexcept {

@@ -23,6 +23,11 @@ struct Received {
 };
 // Receives one message without waiting (MSG_CMSG_CLOEXEC). ECONNRESET counts as the end.
 void recv_message(int fd, void* buf, size_t cap, Received& out) noexcept;
+// Up to two messages in one system call (recvmmsg), each of `cap` bytes: the first as
+// recv_message receives it (-EAGAIN, the end, an error included), the second only if it
+// was queued already. Returns how many of out[] were filled (1 or 2). One call where a
+// hello and its `where`, or a hello and nothing yet, would take two.
+int recv_two_messages(int fd, void* const bufs[2], size_t cap, Received out[2]) noexcept;
 
 void close_fds(const int* fds, int count) noexcept;
 

@@ -224,42 +224,62 @@ void Listener::drop(Entry& e, uint64_t ListenerCounters::*counter) noexcept {
 
 // Reads what the channel has: a hello and its `where` (also once the handshake was
 // answered, if it was matched by cookie before the `where` came). Each message must be the
-// one the channel's state expects; anything else is not our protocol.
+// one the channel's state expects; anything else is not our protocol. Two messages per
+// system call: a hello with its where, or a hello and the news that nothing follows yet.
 Listener::ReadResult Listener::read_channel(Entry& e) noexcept {
   ReadResult result = ReadResult::waiting;
+  union Wire {
+    HelloWire hello;
+    WhereWire where;
+  } wire[2];
+  void* const bufs[2] = {&wire[0], &wire[1]};
   for (;;) {
-    union {
-      HelloWire hello;
-      WhereWire where;
-    } wire;
-    Received r;
-    recv_message(e.fd, &wire, sizeof wire, r);
-    if (r.len == -EAGAIN) return result;
-    if (r.len <= 0) {
-      // A channel closed between handshakes is no news; one closed with a handshake
-      // under way is a dialer that gave up.
-      drop(e, e.state == State::idle ? &ListenerCounters::channels_closed
-                                     : &ListenerCounters::dropped_closed);
-      return ReadResult::dropped;
+    Received r[2];
+    const int got = recv_two_messages(e.fd, bufs, sizeof(Wire), r);
+    bool done = got < 2;  // fewer than two: the channel was empty after them
+    for (int i = 0; i < got; ++i) {
+      // (A message read with a held where is taken in the state that leaves: nothing may
+      // follow that where before this end replies, so it drops the channel, as it would
+      // have at the next read.)
+      const Step step = take_message(e, &wire[i], r[i], result);
+      if (step == Step::dropped) {
+        for (int j = i + 1; j < got; ++j) close_fds(r[j].control.fds, r[j].control.fd_count);
+        return ReadResult::dropped;
+      }
+      if (step == Step::done) done = true;
     }
-    const uint8_t kind = r.len > 8 ? reinterpret_cast<const uint8_t*>(&wire)[8] : 0;
-    const bool where_expected = (e.state == State::hello && !e.where_known) ||
-                                (e.state == State::idle && e.where_due);
-    if (kind == kKindWhere && where_expected) {
-      const bool held = e.state == State::hello;
-      if (!take_where(e, &wire.where, r)) return ReadResult::dropped;
-      // Nothing follows a held hello's where until this end replies: no read for EAGAIN.
-      if (held) return result;
-      continue;  // (a where skipped after its handshake: the next hello may follow)
-    }
-    if (e.state != State::idle) {  // a second hello: not our protocol
-      close_fds(r.control.fds, r.control.fd_count);
-      drop(e, &ListenerCounters::dropped_malformed);
-      return ReadResult::dropped;
-    }
-    if (take_hello(e, &wire.hello, r) == ReadResult::dropped) return ReadResult::dropped;
-    result = ReadResult::hello;  // its `where` may follow at once
+    if (done) return result;
   }
+}
+
+// One message read from the channel, in the entry's state.
+Listener::Step Listener::take_message(Entry& e, const void* wire, Received& r,
+                                      ReadResult& result) noexcept {
+  if (r.len == -EAGAIN) return Step::done;
+  if (r.len <= 0) {
+    // A channel closed between handshakes is no news; one closed with a handshake
+    // under way is a dialer that gave up.
+    drop(e, e.state == State::idle ? &ListenerCounters::channels_closed
+                                   : &ListenerCounters::dropped_closed);
+    return Step::dropped;
+  }
+  const uint8_t kind = r.len > 8 ? static_cast<const uint8_t*>(wire)[8] : 0;
+  const bool where_expected = (e.state == State::hello && !e.where_known) ||
+                              (e.state == State::idle && e.where_due);
+  if (kind == kKindWhere && where_expected) {
+    const bool held = e.state == State::hello;
+    if (!take_where(e, wire, r)) return Step::dropped;
+    // Nothing follows a held hello's where until this end replies.
+    return held ? Step::done : Step::next;  // (a skipped where: the next hello may follow)
+  }
+  if (e.state != State::idle) {  // a second hello: not our protocol
+    close_fds(r.control.fds, r.control.fd_count);
+    drop(e, &ListenerCounters::dropped_malformed);
+    return Step::dropped;
+  }
+  if (take_hello(e, wire, r) == ReadResult::dropped) return Step::dropped;
+  result = ReadResult::hello;  // its `where` may follow at once
+  return Step::next;
 }
 
 bool Listener::take_where(Entry& e, const void* wire, Received& r) noexcept {

@@ -700,6 +700,7 @@ TEST_CASE("a channel carries one hello per handshake and at most one where after
     const char* why = nullptr;
     REQUIRE(listener.open(record, &why) == 0);
     const HelloWire hello = good_hello(cookie, record.port, 0);
+    const HelloWire hello_fds = good_hello(cookie, record.port, 2);
     Where where_good;
     where_good.cookie = cookie;
     where_good.connector = peer;
@@ -713,6 +714,8 @@ TEST_CASE("a channel carries one hello per handshake and at most one where after
     struct Message {
       const void* bytes;
       size_t len;
+      int fds = 0;  // descriptors sent with it (read with the message before it, in one
+                    // call: they must be closed all the same)
     };
     struct Case {
       const char* what;
@@ -725,13 +728,19 @@ TEST_CASE("a channel carries one hello per handshake and at most one where after
         {"a where without a port", {{&hello, sizeof hello}, {&no_port, sizeof where}}},
         {"a short where", {{&hello, sizeof hello}, {&where, sizeof where - 1}}},
         {"two wheres", {{&hello, sizeof hello}, {&where, sizeof where}, {&where, sizeof where}}},
+        {"a hello after its where, before the reply",
+         {{&hello, sizeof hello}, {&where, sizeof where}, {&hello_fds, sizeof hello, 2}}},
+        {"a malformed hello, then a hello with descriptors",
+         {{&hello, sizeof hello - 1}, {&hello_fds, sizeof hello, 2}}},
     };
+    const int passed[2] = {make_eventfd(), make_eventfd()};
     uint64_t dropped = 0;
     for (const Case& c : cases) {
       INFO(c.what);
       const int raw = raw_connect(record);
       REQUIRE(raw >= 0);
-      for (const Message& m : c.sent) REQUIRE(send_message(raw, m.bytes, m.len, nullptr, 0) == 0);
+      for (const Message& m : c.sent)
+        REQUIRE(send_message(raw, m.bytes, m.len, m.fds ? passed : nullptr, m.fds) == 0);
       // Twice: what follows a held hello's where is read at the next look.
       CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
       CHECK(listener.match(uint64_t(1)).status == MatchStatus::not_fastsock);
@@ -757,6 +766,8 @@ TEST_CASE("a channel carries one hello per handshake and at most one where after
     CHECK(listener.counters().dropped_malformed == ++dropped);
     CHECK(listener.channels() == 0);
     close(raw);
+    close(passed[0]);
+    close(passed[1]);
   }
   CHECK(count_fds() == fds_before);
 }
