@@ -378,6 +378,20 @@ bool Conn::check_peer() {
   return true;
 }
 
+// The acceptor's bytes came on TCP before its confirmation: it did not take the link (it
+// confirms before its application can send anything), so its answer is queued, or its
+// channel closed, or it kept the hello unmatched. Settled now rather than at the next look
+// in 64, so that the connection says tcp, and why, as soon as it is.
+void Conn::acceptor_sent_on_tcp() {
+  if (check_peer() || phase_ != Phase::awaiting_peer) return;
+  uint64_t offset;
+  if (rx_control_.switch_offset(offset)) return;  // (its answer is being read elsewhere)
+  std::lock_guard lock(peer_lock_);
+  if (phase_ != Phase::awaiting_peer) return;
+  dialer_.close();  // the acceptor drops the hello it holds
+  fall_back("the acceptor sent on TCP without answering the rendezvous");
+}
+
 void Conn::check_peer_cheap() {
   if (phase_ != Phase::awaiting_peer) return;
   uint64_t offset;
@@ -514,6 +528,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       const ssize_t n = kernel_recv(fd, tcp_part, tp, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
       if (n > 0) {
         if (!peek) tcp_received_ += uint64_t(n);
+        if (phase_ == Phase::awaiting_peer) acceptor_sent_on_tcp();
         got += size_t(n);
         if (!waitall || got == total) return ssize_t(got);
         continue;

@@ -132,6 +132,7 @@ class Conn {
   // true when the phase changed.
   bool check_peer();
   void check_peer_cheap();
+  void acceptor_sent_on_tcp();
   void fall_back(const char* why);
   // The segment's memfd stays open while the socket `fd` is inherited by exec (not
   // close-on-exec) and descriptors are plentiful (fd_budget::room_for_exec): a connection
