@@ -1,4 +1,4 @@
-// Exported hooks: fork, vfork, the exec family, _exit and _Exit.
+// Exported hooks: fork, vfork, the exec family, _exit and _Exit, and the set*uid calls.
 #include <alloca.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -12,6 +12,16 @@
 using namespace fastsock;
 
 FASTSOCK_HOOK pid_t fork() noexcept { FASTSOCK_RETURN(pid_t, ops::fork()); }
+
+// The effective uid is cached for the rendezvous (shm_process.hpp): these forget it.
+FASTSOCK_HOOK int setuid(uid_t uid) noexcept { FASTSOCK_RETURN(int, ops::setuid(uid)); }
+FASTSOCK_HOOK int seteuid(uid_t euid) noexcept { FASTSOCK_RETURN(int, ops::seteuid(euid)); }
+FASTSOCK_HOOK int setreuid(uid_t ruid, uid_t euid) noexcept {
+  FASTSOCK_RETURN(int, ops::setreuid(ruid, euid));
+}
+FASTSOCK_HOOK int setresuid(uid_t ruid, uid_t euid, uid_t suid) noexcept {
+  FASTSOCK_RETURN(int, ops::setresuid(ruid, euid, suid));
+}
 
 // vfork as fork: POSIX allows it, and a real vfork child would share (and could corrupt)
 // the parent's library state. A wrapper cannot return into a vfork child safely anyway.

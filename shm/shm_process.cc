@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 
 namespace fastsock::shm {
 
@@ -25,6 +26,30 @@ pid_t current_pid() noexcept {
   const pid_t pid = ::getpid();
   if (registered) g_pid.store(pid, std::memory_order_relaxed);
   return pid;
+}
+
+namespace {
+
+// The cached uid, tagged with the generation it was read in, plus one (0: nothing cached).
+// A value read while a forget ran carries the old generation and never matches again.
+std::atomic<uint32_t> g_uid_generation{0};
+std::atomic<uint64_t> g_uid{0};
+
+}  // namespace
+
+uid_t effective_uid() noexcept {
+  // The value first, then the generation: a forget that finished before this call began
+  // is always seen.
+  const uint64_t cached = g_uid.load(std::memory_order_acquire);
+  const uint32_t generation = g_uid_generation.load(std::memory_order_acquire);
+  if (uint32_t(cached >> 32) == generation + 1) return uid_t(uint32_t(cached));
+  const uid_t uid = ::geteuid();
+  g_uid.store((uint64_t(generation + 1) << 32) | uint32_t(uid), std::memory_order_release);
+  return uid;
+}
+
+void forget_effective_uid() noexcept {
+  g_uid_generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 }  // namespace fastsock::shm

@@ -15,4 +15,14 @@ namespace fastsock::shm {
 
 pid_t current_pid() noexcept;
 
+// The calling process's effective uid, cached: geteuid() is a system call, and every
+// connect to a fastsock listener asked for it (a channel is kept per uid and destination,
+// shm_rendezvous_channels.hpp). The preload library's setuid/seteuid/setreuid/setresuid
+// hooks forget it. A change it cannot see (a raw system call) only costs acceleration,
+// never safety: the acceptor checks the uid the kernel attaches to every hello
+// (SCM_CREDENTIALS), so a stale value dials a record the process cannot use and the
+// connection stays on TCP.
+uid_t effective_uid() noexcept;
+void forget_effective_uid() noexcept;
+
 }  // namespace fastsock::shm

@@ -163,7 +163,7 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
     *why = "destination is not IPv4/IPv6";
     return -EAFNOSUPPORT;
   }
-  const uid_t uid = geteuid();
+  const uid_t uid = effective_uid();
   const pid_t pid = current_pid();
   // An idle channel to this destination's listener (its hello fails at once if the listener
   // closed, restarted or dropped it since: -ESTALE from send_hello), else a new one.

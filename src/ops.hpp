@@ -98,8 +98,12 @@ long epoll_pwait(int epfd, epoll_event* events, int max, int timeout,
 long epoll_pwait2(int epfd, epoll_event* events, int max, const timespec* timeout,
                   const sigset_t* mask);
 
-// ops_process.cc: fork and exec
+// ops_process.cc: fork and exec, and the calls that change the effective uid
 long fork();
+long setuid(uid_t uid);
+long seteuid(uid_t euid);
+long setreuid(uid_t ruid, uid_t euid);
+long setresuid(uid_t ruid, uid_t euid, uid_t suid);
 long execve(const char* path, char* const argv[], char* const envp[]);
 long execv(const char* path, char* const argv[]);
 long execvp(const char* file, char* const argv[]);

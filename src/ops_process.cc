@@ -20,6 +20,7 @@
 #include "process.hpp"
 #include "real.hpp"
 #include "result.hpp"
+#include "shm_process.hpp"
 #include "transport.hpp"
 #include "user_io.hpp"
 #include "stats.hpp"
@@ -65,6 +66,23 @@ long fork() {
   // Release in the reverse order of acquisition.
   for (int i = n - 1; i >= 0; --i) (pid == 0 ? g_handlers[i].child : g_handlers[i].parent)();
   return pid < 0 ? -err : pid;
+}
+
+// The uid the rendezvous keys its channels by is cached (shm_process.hpp): forgotten
+// after every change, failed ones included (cheaper than deciding which failed partly).
+namespace {
+long uid_changed(int rc) {
+  const int err = errno;
+  shm::forget_effective_uid();
+  return rc < 0 ? -err : rc;
+}
+}  // namespace
+
+long setuid(uid_t uid) { return uid_changed(real().setuid(uid)); }
+long seteuid(uid_t euid) { return uid_changed(real().seteuid(euid)); }
+long setreuid(uid_t ruid, uid_t euid) { return uid_changed(real().setreuid(ruid, euid)); }
+long setresuid(uid_t ruid, uid_t euid, uid_t suid) {
+  return uid_changed(real().setresuid(ruid, euid, suid));
 }
 
 namespace {

@@ -71,6 +71,10 @@ namespace fastsock {
   X(epoll_pwait, int, (int, epoll_event*, int, int, const sigset_t*))                       \
   X(epoll_pwait2, int, (int, epoll_event*, int, const timespec*, const sigset_t*))          \
   X(fork, pid_t, ())                                                                        \
+  X(setuid, int, (uid_t))                                                                   \
+  X(seteuid, int, (uid_t))                                                                  \
+  X(setreuid, int, (uid_t, uid_t))                                                          \
+  X(setresuid, int, (uid_t, uid_t, uid_t))                                                  \
   X(execve, int, (const char*, char* const*, char* const*))                                 \
   X(execv, int, (const char*, char* const*))                                                \
   X(execvp, int, (const char*, char* const*))                                               \

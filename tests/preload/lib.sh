@@ -148,6 +148,7 @@ run_fg() {
   timeout -k 5 "$secs" "${CMD[@]}" >"$WORK/$name.out" 2>&1 || rc=$?
   if [[ $rc -ne 0 ]]; then
     cat "$WORK/$name.out"
+    [[ $rc -eq 77 ]] && skip "$name: $(grep -m1 '^skip:' "$WORK/$name.out" || echo "exit status 77")"
     [[ $rc -eq 124 ]] && fail "$name timed out after ${secs}s: $*"
     fail "$name exited with status $rc: $*"
   fi
