@@ -444,11 +444,14 @@ int Conn::wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool ha
   // Spin first: a peer that answers within the budget costs no system call and no sleep.
   // A peer waiting on this CPU cannot answer while we spin: yield the CPU to it instead
   // (the same-CPU ping-pong took the whole 50 us budget per message when spinning).
-  if (phase_ == Phase::active && tcp_bytes_due() == 0) {
+  // A connector awaiting the acceptor spins for its confirmation likewise.
+  const bool awaiting = phase_ == Phase::awaiting_peer;
+  uint64_t offset;
+  if ((phase_ == Phase::active && tcp_bytes_due() == 0) || awaiting) {
     const bool yield = notifier_.peer_on_my_cpu();
     const int64_t spin_end = now_ns() + int64_t(options_.spin_us) * 1000;
     while (now_ns() < spin_end) {
-      if (ready_for(what)) return 0;
+      if (awaiting ? rx_control_.switch_offset(offset) : ready_for(what)) return 0;
       if (yield)
         sched_yield();
       else
@@ -460,7 +463,9 @@ int Conn::wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool ha
   else
     notifier_.arm_for_space();  // the consumer signals space as it takes handoff bytes too
   // Armed: from here a publish by the peer signals the eventfd, so this re-check cannot
-  // miss one (shm_notify.hpp).
+  // miss one (shm_notify.hpp). The acceptor's confirmation is such a publish (it signals
+  // after its store), and for a reused slot nothing else announces it: no reply comes.
+  if (phase_ == Phase::awaiting_peer && rx_control_.switch_offset(offset)) return 0;
   if (phase_ == Phase::active && tcp_bytes_due() == 0 && ready_for(what)) return 0;
   pollfd p[3];
   nfds_t n = 0;

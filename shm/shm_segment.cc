@@ -154,8 +154,15 @@ void Segment::reset_layout() {
   if (!base_) return;
   // The peer does not use the segment now (both ends released it); plain stores suffice,
   // and the hello that follows (a socket message) orders them before the peer's loads.
+  // The CPU hints stay: the same two processes use the slot next (shm_pool.hpp), most
+  // likely where they ran before, and a waiter that knows the peer's CPU spins wisely.
+  Layout* layout = reinterpret_cast<Layout*>(base_);
+  const uint32_t cpus[2] = {layout->side[0].cpu.load(std::memory_order_relaxed),
+                            layout->side[1].cpu.load(std::memory_order_relaxed)};
   std::memset(base_, 0, sizeof(Layout));
   write_fresh_layout();
+  layout->side[0].cpu.store(cpus[0], std::memory_order_relaxed);
+  layout->side[1].cpu.store(cpus[1], std::memory_order_relaxed);
 }
 
 Status Segment::attach(int fd, const Limits& acceptable) {
