@@ -216,6 +216,7 @@ class Listener {
     return (seq << 13) | uint64_t(slot);
   }
   ReadResult read_channel(Entry& e) noexcept;
+  int find_by_cookie(Want& want, bool& asked) noexcept;
   Step take_message(Entry& e, const void* wire, struct Received& r, ReadResult& result) noexcept;
   ReadResult take_hello(Entry& e, const void* wire, struct Received& r) noexcept;
   void set_state(Entry& e, State state) noexcept;
@@ -256,6 +257,7 @@ class Listener {
   int* poll_index_ = nullptr;
   int capacity_ = 0;
   int used_ = 0;     // channels held
+  int last_hello_ = -1;  // the table slot that took the latest hello
   int pending_ = 0;  // of which with a hello
   uint64_t admitted_ = 0;  // admission sequence: the oldest entry has the smallest
   ListenerCounters counters_;
