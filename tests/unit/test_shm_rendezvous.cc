@@ -277,6 +277,19 @@ TEST_CASE("a loopback connection is matched and descriptors travel both ways") {
   CHECK(count_fds() == fds_before);
 }
 
+// A connection of `d` (dialled here) whose hello names slot 3 with `op`, accepted and
+// matched by `l`; its two TCP ends in `tcp` and `accepted`.
+static MatchResult connect_with_slot(Dialer& d, const TcpServer& srv, Listener& l, SlotOp op,
+                                     int& tcp, int& accepted) {
+  REQUIRE(dial(d, srv.local) == 0);
+  d.set_slot(op, op == SlotOp::unpooled ? 0 : 3);
+  tcp = handshake_connect(d, srv.local, nullptr, 0);
+  REQUIRE(tcp >= 0);
+  accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(accepted >= 0);
+  return match_accepted(l, accepted);
+}
+
 TEST_CASE("a reused slot is answered in its segment: no reply, the channel serves the next "
           "hello") {
   TcpServer srv;
@@ -289,13 +302,8 @@ TEST_CASE("a reused slot is answered in its segment: no reply, the channel serve
   for (int round = 0; round < 3; ++round) {
     INFO("round " << round);
     Dialer d;
-    REQUIRE(dial(d, srv.local) == 0);
-    d.set_slot(SlotOp::reuse, 3);
-    const int tcp = handshake_connect(d, srv.local, nullptr, 0);
-    REQUIRE(tcp >= 0);
-    const int accepted = accept(srv.fd, nullptr, nullptr);
-    REQUIRE(accepted >= 0);
-    MatchResult m = match_accepted(listener, accepted);
+    int tcp = -1, accepted = -1;
+    MatchResult m = connect_with_slot(d, srv, listener, SlotOp::reuse, tcp, accepted);
     REQUIRE(m.status == MatchStatus::matched);
     CHECK(m.handshake.hello().slot_op == SlotOp::reuse);
     CHECK(m.handshake.hello().slot == 3);
@@ -318,13 +326,8 @@ TEST_CASE("a reused slot is answered in its segment: no reply, the channel serve
 
   SECTION("a hello that is not a reuse cannot be answered so: the connector sees it end") {
     Dialer d;
-    REQUIRE(dial(d, srv.local) == 0);
-    d.set_slot(SlotOp::unpooled, 0);
-    const int tcp = handshake_connect(d, srv.local, nullptr, 0);
-    REQUIRE(tcp >= 0);
-    const int accepted = accept(srv.fd, nullptr, nullptr);
-    REQUIRE(accepted >= 0);
-    MatchResult m = match_accepted(listener, accepted);
+    int tcp = -1, accepted = -1;
+    MatchResult m = connect_with_slot(d, srv, listener, SlotOp::unpooled, tcp, accepted);
     REQUIRE(m.status == MatchStatus::matched);
     CHECK(m.handshake.accept_in_segment(&why) == -EINVAL);
     CHECK_FALSE(m.handshake.valid());
