@@ -36,7 +36,7 @@ int send_message(int fd, const void* buf, size_t len, const int* fds, int count)
 
 namespace {
 
-// The Received of a message the kernel delivered with `flags` (msghdr::msg_flags).
+// The Received of a message of `n` bytes the kernel delivered into `msg`.
 void fill_received(const msghdr& msg, ssize_t n, Received& out) noexcept {
   out.len = n;
   out.truncated = (msg.msg_flags & MSG_TRUNC) != 0;
