@@ -25,4 +25,12 @@ pid_t current_pid() noexcept;
 uid_t effective_uid() noexcept;
 void forget_effective_uid() noexcept;
 
+// Whether the real uid differs from the effective one (after seteuid() alone, or in a
+// set-uid program), cached and forgotten with effective_uid(). The credentials the kernel
+// attaches to a Unix message by itself carry the real uid, and the acceptor compares them
+// with its own effective uid; such a process sends them explicitly with its effective uid
+// (explicit_credentials(), shm_rendezvous_io.hpp), which the kernel accepts from a sender
+// that holds that uid.
+bool real_uid_differs() noexcept;
+
 }  // namespace fastsock::shm

@@ -334,6 +334,8 @@ class Dialer {
 
  private:
   void release_channel() noexcept;
+  // send_message to the listener, with the credentials its uid check needs.
+  int send_to_listener(const void* wire, size_t len, const int* fds, int count) noexcept;
   int fd_ = -1;
   Pool* pool_ = nullptr;
   SlotOp slot_op_ = SlotOp::unpooled;

@@ -193,6 +193,16 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
   return 0;
 }
 
+int Dialer::send_to_listener(const void* wire, size_t len, const int* fds, int count) noexcept {
+  if (!real_uid_differs()) return send_message(fd_, wire, len, fds, count);
+  // The kernel would attach our real uid; the acceptor compares the uid with its own
+  // effective one, which the record's name says is ours. (A process whose gid changed
+  // behind the library sends credentials of the moment: getegid() is asked every time,
+  // only in this uncommon case.)
+  const ucred creds{pid_, uid_, getegid()};
+  return send_message(fd_, wire, len, fds, count, &creds);
+}
+
 int Dialer::send_hello(uint64_t cookie, const int* fds, int count, const char** why) noexcept {
   if (fd_ < 0) {
     *why = "not dialled";
@@ -211,7 +221,7 @@ int Dialer::send_hello(uint64_t cookie, const int* fds, int count, const char** 
   h.slot_op = slot_op_;
   h.slot = slot_;
   const HelloWire wire = encode_hello(h);
-  const int rc = send_message(fd_, &wire, sizeof wire, fds, count);
+  const int rc = send_to_listener(&wire, sizeof wire, fds, count);
   if (rc != 0) {
     const bool stale = kept_;
     close();  // with its pool: the listener's side of it is gone
@@ -237,7 +247,7 @@ int Dialer::send_where(const stats::Endpoint& local, const char** why) noexcept 
     return -EINVAL;
   }
   const WhereWire wire = encode_where(w);
-  if (const int rc = send_message(fd_, &wire, sizeof wire, nullptr, 0); rc != 0) {
+  if (const int rc = send_to_listener(&wire, sizeof wire, nullptr, 0); rc != 0) {
     *why = "cannot send the local endpoint";
     return rc;
   }

@@ -10,22 +10,34 @@
 
 namespace fastsock::shm {
 
-int send_message(int fd, const void* buf, size_t len, const int* fds, int count) noexcept {
+int send_message(int fd, const void* buf, size_t len, const int* fds, int count,
+                 const struct ucred* creds) noexcept {
   if (count < 0 || count > kMaxPassedFds) return -EINVAL;
   iovec iov{const_cast<void*>(buf), len};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
-  if (count > 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * size_t(count));
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(struct ucred)) +
+                                CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+  if (count > 0 || creds) {
     memset(control, 0, sizeof control);
+    msg.msg_control = control;
+    msg.msg_controllen = (creds ? CMSG_SPACE(sizeof(struct ucred)) : 0) +
+                         (count > 0 ? CMSG_SPACE(sizeof(int) * size_t(count)) : 0);
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * size_t(count));
-    memcpy(CMSG_DATA(c), fds, sizeof(int) * size_t(count));
+    if (creds) {
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_CREDENTIALS;
+      c->cmsg_len = CMSG_LEN(sizeof(struct ucred));
+      memcpy(CMSG_DATA(c), creds, sizeof(struct ucred));
+      c = CMSG_NXTHDR(&msg, c);
+    }
+    if (count > 0) {
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * size_t(count));
+      memcpy(CMSG_DATA(c), fds, sizeof(int) * size_t(count));
+    }
   }
   for (;;) {
     const ssize_t n = real().sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);

@@ -11,8 +11,11 @@
 namespace fastsock::shm {
 
 // Sends `len` bytes and `count` descriptors as one message (MSG_DONTWAIT, MSG_NOSIGNAL: a
-// closed peer is -EPIPE, never SIGPIPE). 0 or -errno.
-int send_message(int fd, const void* buf, size_t len, const int* fds, int count) noexcept;
+// closed peer is -EPIPE, never SIGPIPE), with `creds` as explicit SCM_CREDENTIALS when
+// given (else the kernel attaches the sender's pid, real uid and real gid to a receiver that
+// asked with SO_PASSCRED). 0 or -errno (-EPERM: credentials the sender does not hold).
+int send_message(int fd, const void* buf, size_t len, const int* fds, int count,
+                 const struct ucred* creds = nullptr) noexcept;
 
 struct Received {
   ssize_t len = 0;         // bytes of the message; 0 at end of stream (or an empty

@@ -5,14 +5,18 @@
 // setuid/seteuid/setreuid/setresuid hooks forget it. Without them, a process that dropped
 // privileges would keep dialling as root and stay on TCP silently.
 //
-// Needs root (to change uid): exits 77 (skipped) otherwise. (The acceptor checks the uid the
-// kernel attaches to the hello, which is the real uid: so every change here sets the real
-// and the effective uid together.)
+// Needs root (to change uid): exits 77 (skipped) otherwise.
 //
 //   this process, root: a listener        a child, uid 65534: a listener
 //   connect to its own: uid 0 cached
 //   setresuid(65534, 65534, 0): connect to the child's; setresuid(0, 0, 0): its own again
 //   forked children: setuid(65534), setreuid(65534, 65534): connect to the child's
+//   seteuid(65534) alone (the real uid stays 0): connect to the child's, then listen and
+//   connect to that listener (both ends with real uid 0, effective uid 65534)
+//
+// The acceptor compares the uid of the hello's credentials with its own effective uid, and
+// the credentials the kernel attaches by itself carry the real uid: a connector whose real
+// and effective uids differ sends them explicitly with its effective uid.
 //
 // Finally the uid changes behind the library's back (a raw setresuid system call): the
 // cached uid is stale, root's kept channel is used, and root's acceptor refuses the hello's
@@ -33,7 +37,7 @@
 
 #include "common.h"
 
-enum { kNobody = 65534, kChildConnections = 3 };
+enum { kNobody = 65534, kChildConnections = 4 };
 
 // One connection to `port`, accepted by `listener` when it is ours (else by the child):
 // 4 bytes up and back, on the link `want`.
@@ -110,6 +114,12 @@ int main(void) {
   exchange(root_port, root_listener, link, 3);
   child_as_nobody("setuid", nobody_port, 4);
   child_as_nobody("setreuid", nobody_port, 5);
+  SYS(seteuid(kNobody));  // the effective uid alone
+  exchange(nobody_port, -1, link, 7);
+  const int nobody_listener = tcp_listen(AF_INET, 0, 8);
+  exchange(local_port(nobody_listener), nobody_listener, link, 8);
+  SYS(close(nobody_listener));
+  SYS(seteuid(0));
   // Behind the library's back: it still believes uid 0 and takes root's kept channel.
   CHECK(syscall(SYS_setresuid, kNobody, kNobody, 0) == 0, "raw setresuid");
   exchange(root_port, root_listener, "tcp", 6);
