@@ -22,6 +22,11 @@
 #   chain         shm,vendor,tcp: shm takes the same-host connection
 #   closed_listener  c2s, the server closing its listening socket right after accept: the
 #                 library's listener lingers until the client's library connect came
+#   slow_close    two connections, the server closing both one after the other, its
+#                 library's close taking 4 s (TV_SLOW_CLOSE_MS): the second connection's
+#                 end waits behind the first one's close in the service thread, and its
+#                 close() waits for it, so TCP's end never overtakes the vendor stream's
+#                 (the peer would reset after 2 s); both streams end intact
 source "$(dirname "$0")/lib.sh"
 scenario=${1:?scenario}
 init_test "vendor_$scenario"
@@ -46,6 +51,7 @@ case $scenario in
   kill) mode=forever ;;
   late) mode=forklate server_env=(TV_DELAY_MS=1000) ;;
   closed_listener) mode=c2s server_mode=c2s_closed ;;
+  slow_close) mode=s2c_pair server_env=(TV_SLOW_CLOSE_MS=4000) ;;
 esac
 
 start_bg server 60 env "${server_env[@]}" LD_PRELOAD="$(preload_value)" FASTSOCK_LOG=debug \
@@ -114,6 +120,9 @@ case $mode in
   forklate) grep -Eq '^end reset total=[0-9]+ ok=True$' "$server_out" ||
     fail "the receiver reported: $(grep end "$server_out")" ;;
   chat) [[ $(out_of | grep -c 'chat ok') -eq 2 ]] || fail "chat: $(out_of)" ;;
+  s2c_pair) grep -Eq '^end eof total=1048576 ok=True$' "$client_out" &&
+    grep -Eq '^end eof total=65536 ok=True$' "$client_out" ||
+    fail "the client reported: $(grep end "$client_out")" ;;
   poll | epoll) grep -q "$mode ok" "$server_out" || fail "$mode: $(cat "$server_out")" ;;
 esac
 note "$(out_of | grep -E '^end|ok' | head -2 | tr '\n' ' ')"
@@ -166,5 +175,10 @@ case $scenario in
       if [[ $scenario == chat ]]; then grep -v 'the peer left the vendor link'; else cat; fi)
     [[ -z $fell_back ]] || fail "a connection fell back: $fell_back" ;;
 esac
+if [[ $scenario == slow_close ]]; then
+  grep -q 'did not finish ending the stream' "$LOG" &&
+    fail "a close gave up waiting for the vendor stream's end: $(grep 'did not finish' "$LOG")"
+  note "both connections' ends waited for the library's slow close"
+fi
 log_assert_no_errors
 note PASS

@@ -14,6 +14,10 @@
 #   forever      the client streams until killed; the server reports how the stream ended
 #   c2s_closed   c2s, the server closing its listening socket right after accept (as
 #                fastsock-pipe does), before the client's library connect can have come
+#   s2c_pair     two connections: the server streams 1 MB on the first, 64 KB on the second
+#                (the client reads it only after the first: it fits the buffers), closes
+#                both one after the other and stays a while; the client checks both
+#                streams to their ends
 import os, select, socket, sys, threading, time
 from pattern_stream import PATTERN, expected, receive, recv_exact
 
@@ -35,6 +39,16 @@ if role == "server":
     ls.listen(4)
     print(ls.getsockname()[1], flush=True)
     s, _ = ls.accept()
+    if mode == "s2c_pair":
+        s2, _ = ls.accept()
+        time.sleep(0.5)
+        send_pattern(s, MB)
+        send_pattern(s2, 64 * 1024)
+        s.close()
+        time.sleep(0.2)  # the library closes the first in its service thread meanwhile
+        s2.close()
+        time.sleep(6)  # alive: the end of the stream comes from the library, not the exit
+        sys.exit(0)
     if mode == "c2s_closed":
         ls.close()
     time.sleep(0.5)  # the link comes up (or fails) before the data: it carries the stream
@@ -80,6 +94,8 @@ if role == "server":
         print(f"{mode} ok total={total}", flush=True)
 else:
     s = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    if mode == "s2c_pair":
+        s2 = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
     time.sleep(0.5)
     if mode == "c2s" or mode == "poll" or mode == "epoll":
         send_pattern(s, 4 * MB if mode == "c2s" else 2 * MB)
@@ -91,6 +107,9 @@ else:
         time.sleep(float(os.environ.get("VENDOR_PEER_LINGER", "0")))
     elif mode == "s2c":
         receive(s, 1 << 62)
+    elif mode == "s2c_pair":
+        receive(s, 1 << 62)
+        receive(s2, 1 << 62)
     elif mode == "chat":
         s.sendall(b"ping")
         assert recv_exact(s, 4000) == b"pong" * 1000

@@ -15,6 +15,8 @@
  *                      reaches N sends only up to N, then both directions are shut down;
  *                      later sends fail with ECONNRESET, and the peer reads N bytes, then
  *                      end of stream
+ *   TV_SLOW_CLOSE_MS=N tvclose of a connection takes N ms (as rsocket's rclose can while
+ *                      the fabric completes what it still holds)
  *   TV_DELAY_MS=N      the library delivers late, as one over a fabric may (rsocket) while
  *                      TCP has long delivered what was sent after: bytes that arrive on an
  *                      idle connection are held back N ms (tvrecv, tvrecvmsg: EAGAIN, or a
@@ -313,6 +315,8 @@ TV_API int tvpoll(struct pollfd* fds, nfds_t nfds, int timeout) {
 TV_API int tvclose(int fd) {
   struct tv_sock* s = tv_get(fd);
   if (!s) return fail(EBADF);
+  const char* slow = getenv("TV_SLOW_CLOSE_MS");
+  if (slow && !s->bound[0]) usleep((useconds_t)(atoi(slow) * 1000));
   if (s->bound[0]) unlink(s->bound);  /* a listener's name goes with it, as a port would */
   memset(s, 0, sizeof *s);
   return close(fd);

@@ -660,13 +660,23 @@ int Conn::shutdown(int fd, int how) noexcept {
     write_shut_ = true;
     // The vendor stream's end goes before TCP's: a receiver takes TCP's end as the end
     // of the stream once the vendor stream ended.
-    if (tx_on_vendor()) svc_->shutdown(vfd_, SHUT_WR, true);
+    if (tx_on_vendor()) end_vendor_stream();
   }
   if (how == SHUT_RD || how == SHUT_RDWR) {
     std::lock_guard rx(rx_lock_);
     read_shut_ = true;
   }
   return real().shutdown(fd, how) == 0 ? 0 : -errno;
+}
+
+void Conn::end_vendor_stream() noexcept {
+  if (svc_->shutdown(vfd_, SHUT_WR, true)) return;
+  // TCP's end follows now; the peer's receiver waits for the vendor's end a while
+  // (kEofGraceNs), then resets. If this process exits meanwhile, what the library still
+  // had to send is lost with it.
+  LOG_DEBUG("fd=%d vendor: the library did not finish ending the stream in time (%llu bytes "
+            "sent through it); TCP's end goes first",
+            log_fd_, static_cast<unsigned long long>(vendor_sent_));
 }
 
 void Conn::downgrade(int fd, const char* why) noexcept {
@@ -725,7 +735,7 @@ void Conn::close() noexcept {
     for (int i = 0; i < 4; ++i)
       if (api_->recv(vfd_, scratch, sizeof scratch, MSG_DONTWAIT) <= 0) break;
   }
-  if (mine && vfd_ >= 0 && tx_on_vendor()) svc_->shutdown(vfd_, SHUT_WR, true);
+  if (mine && vfd_ >= 0 && tx_on_vendor()) end_vendor_stream();
   for (int i = 0; i < service_count_; ++i) services_[i]->forget(this, -1);
   // Linked by a service (before or while the others forgot): the descriptor goes back to
   // it. A forked child leaves the library's descriptors alone: they are the parent's.

@@ -91,6 +91,9 @@ class Conn final : public ServiceClient {
   void to_tcp_locked(const char* why) noexcept;
   // Resets the connection: both ends see ECONNRESET (the TCP connection is reset too).
   void reset(int fd, const char* why) noexcept;
+  // Ends our vendor stream (SHUT_WR through the service), before TCP's end; logs when the
+  // library did not finish in time.
+  void end_vendor_stream() noexcept;
   // Reads the peer's stream header if it is there (rx lock held). False if the vendor
   // connection ended or failed before it.
   void take_peer_header(int fd) noexcept;

@@ -8,6 +8,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -294,28 +295,41 @@ void Service::arm(ServiceClient* client, int vfd, short events) noexcept {
   ring();
 }
 
-void Service::shutdown(int vfd, int how, bool wait) noexcept {
-  if (!api().shutdown) return;
+bool Service::shutdown(int vfd, int how, bool wait) noexcept {
+  if (!api().shutdown) return true;
   if (!poll_readiness()) {  // kernel descriptors: the library waits on nothing of ours
     (void)api().shutdown(vfd, how);
-    return;
+    return true;
   }
   std::unique_lock lock(lock_);
-  if (bell_ < 0) return;  // a forked child's copy of its parent's service
+  if (bell_ < 0) return true;  // a forked child's copy of its parent's service
   const uint64_t ticket = ++shutdown_tickets_;
   try {
     to_shutdown_.push_back(ToShutdown{vfd, how, ticket});
   } catch (...) {
-    return;  // out of memory: the close that follows ends the vendor stream too
+    return true;  // out of memory: the close that follows ends the vendor stream too
   }
   ring();
-  if (!wait) return;
+  if (!wait) return true;
   // Not a cancellation point: pthread_cancel would unwind through noexcept callers
   // (close() is one) and terminate the program.
   int cancel_state;
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-  shutdown_done_.wait_for(lock, std::chrono::seconds(1), [&] { return shutdowns_done_ >= ticket; });
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point queued_limit = Clock::now() + std::chrono::seconds(10);
+  Clock::time_point limit = queued_limit;
+  bool started = false;
+  while (shutdowns_done_ < ticket) {
+    if (!started && shutdowns_started_ >= ticket) {
+      started = true;
+      limit = std::min(queued_limit, Clock::now() + std::chrono::seconds(1));
+    }
+    if (shutdown_done_.wait_until(lock, limit) == std::cv_status::timeout &&
+        shutdowns_done_ < ticket && (started || shutdowns_started_ < ticket))
+      break;
+  }
   pthread_setcancelstate(cancel_state, nullptr);
+  return shutdowns_done_ >= ticket;
 }
 
 void Service::forget(ServiceClient* client, int vfd) noexcept {
@@ -571,6 +585,8 @@ void Service::run() noexcept {
         std::unique_lock lock(lock_);
         if (!to_shutdown_.empty()) {
           shutting.swap(to_shutdown_);
+          shutdowns_started_ = shutting.back().ticket;
+          shutdown_done_.notify_all();
           lock.unlock();
           for (const ToShutdown& s : shutting) (void)api().shutdown(s.fd, s.how);
           lock.lock();

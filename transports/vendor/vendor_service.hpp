@@ -90,10 +90,13 @@ class Service {
   // service thread, the one thread that ever waits inside the library: rsocket's rshutdown
   // blocks reading the completion events that the thread's rpoll also reads, and one of
   // the two slept for ever when the other took the event (the epoll echo pair hung in the
-  // VM). `wait`: returns once it is done, or after a second (the peer's receiver allows
-  // TCP's end to come first for longer: vendor_conn.cc, kEofGraceNs). Nothing in a forked
-  // child: the descriptor is the parent's.
-  void shutdown(int vfd, int how, bool wait) noexcept;
+  // VM). `wait`: returns once it is done, or once it ran for a second in the thread, or
+  // after ten seconds queued behind the thread's other work (a slow close of another
+  // connection: the time it waits behind it is not the library's shutdown being slow);
+  // the peer's receiver allows TCP's end to come first for a while (vendor_conn.cc,
+  // kEofGraceNs). True when it is done (or not waited for). Nothing in a forked child:
+  // the descriptor is the parent's.
+  bool shutdown(int vfd, int how, bool wait) noexcept;
   // The client goes away: nothing reaches it after this returns. `vfd` (or -1) is closed
   // by the service thread, which may be polling it.
   void forget(ServiceClient* client, int vfd) noexcept;
@@ -184,8 +187,9 @@ class Service {
   std::vector<int> to_close_;
   std::vector<ToShutdown> to_shutdown_;
   uint64_t shutdown_tickets_ = 0;  // the last ticket given
-  uint64_t shutdowns_done_ = 0;    // every shutdown up to this ticket is done
-  std::condition_variable shutdown_done_;
+  uint64_t shutdowns_started_ = 0;  // the thread has taken every shutdown up to this ticket
+  uint64_t shutdowns_done_ = 0;     // every shutdown up to this ticket is done
+  std::condition_variable shutdown_done_;  // either of the two moved
 };
 
 }  // namespace fastsock::vendors
