@@ -290,6 +290,7 @@ int Conn::start_acceptor(Handshake& handshake, const char** why, int fd) {
   const int rc = slot_op_ == SlotOp::reuse ? handshake.accept_in_segment(why)
                                            : handshake.accept(&own_bell_, 1, why);
   if (rc < 0) return rc;
+  notifier_.note_my_cpu();  // before the confirmation the connector may wait on
   // Confirmation: a reply is queued before this store, so a connector that sees the
   // switch offset finds it waiting. Nothing was sent on TCP yet: offset 0.
   tx_control_.set_switch_offset(0);

@@ -27,13 +27,25 @@ void Notifier::arm_for_space() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-bool Notifier::peer_on_my_cpu() {
+namespace {
+
+// The CPU hint of the caller's CPU (0: unknown), stored in `line` when it changed.
+uint32_t note_cpu(SideLine& line) {
   const int cpu = sched_getcpu();  // glibc reads it from rseq: no system call
-  if (cpu < 0) return false;
+  if (cpu < 0) return 0;
   const uint32_t mine = uint32_t(cpu) + 1;
-  if (own_->cpu.load(std::memory_order_relaxed) != mine) own_->cpu.store(mine, std::memory_order_relaxed);
-  return peer_->cpu.load(std::memory_order_relaxed) == mine;
+  if (line.cpu.load(std::memory_order_relaxed) != mine) line.cpu.store(mine, std::memory_order_relaxed);
+  return mine;
 }
+
+}  // namespace
+
+bool Notifier::peer_on_my_cpu() {
+  const uint32_t mine = note_cpu(*own_);
+  return mine != 0 && peer_->cpu.load(std::memory_order_relaxed) == mine;
+}
+
+void Notifier::note_my_cpu() { (void)note_cpu(*own_); }
 
 uint64_t Notifier::drain() {
   uint64_t count = 0;

@@ -64,6 +64,10 @@ class Notifier {
   // the same one. Spinning only helps while the peer runs on another CPU; on ours it would
   // hold the CPU the peer needs to answer for the whole spin budget, so the caller yields.
   bool peer_on_my_cpu();
+  // Notes the CPU this side runs on without asking about the peer's: an acceptor does at
+  // its confirmation, so that a connector whose first wait comes before the acceptor ever
+  // waited (a server that answers and closes never does) knows whether to spin or yield.
+  void note_my_cpu();
 
   // Publishing side. Return whether the peer's eventfd was written.
   bool data_published();  // after bytes were written to direction `side`
