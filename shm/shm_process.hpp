@@ -29,7 +29,7 @@ void forget_effective_uid() noexcept;
 // set-uid program), cached and forgotten with effective_uid(). The credentials the kernel
 // attaches to a Unix message by itself carry the real uid, and the acceptor compares them
 // with its own effective uid; such a process sends them explicitly with its effective uid
-// (explicit_credentials(), shm_rendezvous_io.hpp), which the kernel accepts from a sender
+// (Dialer::send_to_listener), which the kernel accepts from a sender
 // that holds that uid.
 bool real_uid_differs() noexcept;
 
