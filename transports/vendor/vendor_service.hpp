@@ -91,8 +91,9 @@ class Service {
   // blocks reading the completion events that the thread's rpoll also reads, and one of
   // the two slept for ever when the other took the event (the epoll echo pair hung in the
   // VM). `wait`: returns once it is done, or once it ran for a second in the thread, or
-  // after ten seconds queued behind the thread's other work (a slow close of another
-  // connection: the time it waits behind it is not the library's shutdown being slow);
+  // after ten seconds queued behind the thread's other work without starting (a slow close
+  // of another connection: the time it waits behind it is not the library's shutdown being
+  // slow);
   // the peer's receiver allows TCP's end to come first for a while (vendor_conn.cc,
   // kEofGraceNs). True when it is done (or not waited for). Nothing in a forked child:
   // the descriptor is the parent's.
