@@ -210,8 +210,8 @@ secmodel=passthrough
 # console shows the guest's output (the command's stdout and stderr); the firmware's banner
 # and escape sequences are removed from what is shown, the raw log stays in the run
 # directory. The first boot keeps the kernel quiet (loglevel=1): with error messages on the
-# emulated serial console (loglevel=4), rdma_claim's rejected RDMA requests slowed the guest
-# until the test ran out of time, 3 runs of 3.
+# emulated serial console (loglevel=4), rdma_claim ran out of time in 3 runs of 3 (which
+# messages slowed it was not looked into).
 boot_vm() {
   local budget=$1 verbosity=$2 vm
   rm -f "$run/started" "$run/qemu.pid"
