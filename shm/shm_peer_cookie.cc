@@ -93,7 +93,7 @@ int DiagSocket::peer_cookie(const stats::Endpoint& peer, const stats::Endpoint& 
         return -EPROTO;
       }
       // ENOENT is also what a kernel without TCP sock_diag says; the caller tells them
-      // apart by looking up a socket it knows exists (diagnose()).
+      // apart by looking up a socket it knows exists (Listener::identify()).
       *why = "NETLINK_SOCK_DIAG found no such socket";
       return e->error;
     }

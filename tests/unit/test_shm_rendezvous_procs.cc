@@ -49,8 +49,9 @@ std::string read_segment(int fd) {
 
 // A connector child: dial, hello with a memfd and an eventfd, TCP connect, (pause), where,
 // wait for the reply, then signal the acceptor's eventfd and wait for its signal on ours.
-// Exit code 0 on success, else the step that failed.
-int connector_child(const Endpoint& dst, int pause_before_where_ms) {
+// Exit code 0 on success, else the step that failed. With `where_sent` >= 0 it writes a
+// byte there once its where is sent.
+int connector_child(const Endpoint& dst, int pause_before_where_ms, int where_sent = -1) {
   Dialer d;
   const int tcp = tcp_socket(dst);
   if (tcp < 0) return 11;
@@ -65,6 +66,7 @@ int connector_child(const Endpoint& dst, int pause_before_where_ms) {
   if (tcp_connect_fd(tcp, dst) < 0) return 11;
   if (pause_before_where_ms) usleep(unsigned(pause_before_where_ms) * 1000);
   if (d.send_where(local_of(tcp), &why) != 0) return 10;
+  if (where_sent >= 0 && write(where_sent, "w", 1) != 1) return 19;
   if (!readable(d.fd(), 20000)) return 14;
   Reply reply;
   PassedFds got;
@@ -143,6 +145,69 @@ TEST_CASE("a connector process accepted before its where is matched by its socke
   CHECK(listener.counters().by_cookie == 1);
   CHECK(wait_exit(child) == 0);
   close(accepted);
+}
+
+// Whether this kernel answers NETLINK_SOCK_DIAG for TCP (CONFIG_INET_DIAG and
+// CONFIG_INET_TCP_DIAG, modules inet_diag and tcp_diag on Debian): asks for the socket at
+// the other end of a loopback connection.
+static bool tcp_sock_diag_works() {
+  TcpServer srv;
+  if (!tcp_listen(srv, "127.0.0.1")) return true;
+  const int c = tcp_connect(srv.local);
+  const int a = c >= 0 ? accept(srv.fd, nullptr, nullptr) : -1;
+  DiagSocket diag;
+  uint64_t cookie = 0;
+  const char* why = nullptr;
+  const bool works = a >= 0 && diag.peer_cookie(peer_of(a), local_of(a), &cookie, &why) == 0;
+  for (int fd : {c, a})
+    if (fd >= 0) close(fd);
+  return works;
+}
+
+// The kernel's part is real: the rdma suite's rdma_no_sock_diag runs this case in the VM
+// after keeping the kernel from loading inet_diag (tests/rdma/no_sock_diag.sh).
+TEST_CASE("without TCP sock_diag, a connector accepted before its where stays on TCP",
+          "[nodiag]") {
+  if (tcp_sock_diag_works()) {
+    rvskip::skip("this kernel answers NETLINK_SOCK_DIAG for TCP (rdma_no_sock_diag runs this "
+                 "case in a VM whose kernel does not)");
+    return;
+  }
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  int where_sent[2];
+  REQUIRE(pipe(where_sent) == 0);
+  pid_t early = -1;
+  {
+    Listener listener;
+    const char* why = nullptr;
+    REQUIRE(listener.open(srv.local, &why) == 0);
+    // Accepted while its where is 300 ms away: only sock_diag could name it.
+    early = spawn([&] { return connector_child(srv.local, 300); });
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(accepted >= 0);
+    const MatchResult m = match_accepted(listener, accepted);
+    CHECK(m.status == MatchStatus::not_fastsock);
+    REQUIRE(m.why != nullptr);
+    CHECK(std::string(m.why) ==
+          "cannot identify the peer's socket: NETLINK_SOCK_DIAG for TCP unavailable");
+    CHECK(listener.counters().by_cookie == 0);
+    close(accepted);
+    // One whose where came before the acceptor looked is matched by it, as always.
+    const pid_t child = spawn([&] { return connector_child(srv.local, 0, where_sent[1]); });
+    REQUIRE(readable(where_sent[0], 20000));
+    const int next = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(next >= 0);
+    CHECK(accept_connector(listener, next) == child);
+    CHECK(wait_exit(child) == 0);
+    close(next);
+  }
+  // Nobody accepted the early connector: the listener's end closed its channel, before its
+  // where could be sent (10) or while it waited for an answer (15).
+  const int early_rc = wait_exit(early);
+  CHECK((early_rc == 10 || early_rc == 15));
+  close(where_sent[0]);
+  close(where_sent[1]);
 }
 
 TEST_CASE("concurrent connectors are matched in any order") {
