@@ -97,6 +97,9 @@ const char* fastsock_transport_of(int fd) {
 void expect_transport(int fd, const char* want) {
   transport_fn fn = api_transport();
   if (!fn) return;
+  // A verbs connection is reported on verbs once its RDMA connection is up, a little after
+  // connect()/accept(): a check made before would see tcp.
+  if (want && strcmp(want, "verbs") == 0) wait_for_link_up(fd);
   errno = 0;
   const char* got = fn(fd);
   if (want) {
@@ -174,11 +177,13 @@ void expect_count(int n, const char* fmt, ...) {
   printf("expect-count: %d fastsock[%d] debug: %s\n", n, (int)getpid(), text);
 }
 
-// The link a connection's first log line names: the vendor link starts on TCP while its
-// handshake runs (a later line says "carried by vendor").
+// The link a connection's first log line names: the vendor and verbs links start on TCP
+// while their own connection is made (a later line says "carried by vendor"/"by verbs").
 static const char* opening_link(void) {
-  return strcmp(both_ends_link(), "vendor") == 0 ? "tcp (vendor: handshake under way)"
-                                                 : both_ends_link();
+  const char* link = both_ends_link();
+  if (strcmp(link, "vendor") == 0) return "tcp (vendor: handshake under way)";
+  if (strcmp(link, "verbs") == 0) return "tcp (verbs: RDMA connection under way)";
+  return link;
 }
 
 void expect_client_log(int fd) {
