@@ -97,6 +97,7 @@ static void track_connection(Socket& s, int fd, Side side, Socket* listener,
               l, side == Side::client ? "->" : "<-", p, int(name.size()), name.data(),
               s.slot->reason);
   }
+  s.link->on_tracked(s);
 }
 
 long socket(int domain, int type, int protocol) {

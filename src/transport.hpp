@@ -65,6 +65,13 @@ class Transport {
   // A link whose own connection is made after attach and may never come (vendor) says
   // no: the connection is reported on tcp until the link really carries it.
   virtual bool carries_at_attach() const noexcept { return true; }
+  // Brings the connection's stats slot up to date (the link it is on, or why not) before
+  // the application asks (fastsock_transport): a link whose state changes between data
+  // calls (verbs: the RDMA connection comes up) records it at the next call otherwise.
+  virtual void refresh_report(Socket& s) noexcept { (void)s; }
+  // Called once the connection's first log line ("client ... on X") is out, which names
+  // the link as attach left it: a link that reports a later change itself starts here.
+  virtual void on_tracked(Socket& s) noexcept { (void)s; }
 
   // True when the kernel socket itself carries the data: the core then calls the real libc
   // entry point the application called, unchanged, so every flag keeps the kernel's meaning.

@@ -14,6 +14,9 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <cstdio>
+#include <cstring>
+
 #include "socket.hpp"
 #include "transport.hpp"
 
@@ -28,6 +31,12 @@ inline bool abortive_linger(int level, int name, const void* value, socklen_t le
   const auto* lg = static_cast<const linger*>(value);
   *abortive = lg->l_onoff && lg->l_linger == 0;
   return true;
+}
+
+// Appends "; " and `text` to `out` (one line of reasons, as a stats slot's).
+inline void append_reason(char* out, size_t len, const char* text) noexcept {
+  const size_t used = strnlen(out, len);
+  if (used + 1 < len) snprintf(out + used, len - used, "%s%s", used ? "; " : "", text);
 }
 
 template <typename Derived, typename Conn>
@@ -61,6 +70,9 @@ class ConnTransport : public Transport {
     Derived::note_fallback(s);
   }
   int shutdown(Socket& s, int fd, int how) noexcept override { return conn(s).shutdown(fd, how); }
+  void refresh_report(Socket& s) noexcept override {
+    if (s.link_state) Derived::note_fallback(s);
+  }
 
  protected:
   // The connection's object (only for a socket this link carries).

@@ -95,7 +95,7 @@ done
 grep -q 'broken.so skipped: .*not loaded' "$WORK/compare.out" || fail "broken.so: no skip reason printed"
 # Only the fastsock transport's two processes ran under the library: its log names one
 # client and one server connection, in exactly two processes.
-grep -qE "debug: fd=[0-9]+ client 127.0.0.1:.* on $LINK" "$LOG" || fail "fastsock lane not tracked on $LINK"
+grep -qE "debug: fd=[0-9]+ client 127.0.0.1:.* on $OPEN_LINK" "$LOG" || fail "fastsock lane not tracked on $LINK"
 pids=$(grep -oE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ (client|server) ' "$LOG" | grep -oE '\[[0-9]+\]' | sort -u | wc -l)
 [[ $pids -eq 2 ]] || fail "expected the library in 2 processes (the fastsock lane), found $pids"
 log_assert_no_errors

@@ -15,8 +15,8 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["me
 log_assert_contains ' listen 127.0.0.1:'
 log_assert_contains ' client 127.0.0.1:'
 log_assert_contains ' server 127.0.0.1:'
-grep -qE "fastsock\[[0-9]+\] debug: fd=[0-9]+ client .* on $LINK" "$LOG" || fail "client not on $LINK"
-grep -qE "fastsock\[[0-9]+\] debug: fd=[0-9]+ server .* on $LINK" "$LOG" || fail "server not on $LINK"
+grep -qE "fastsock\[[0-9]+\] debug: fd=[0-9]+ client .* on $OPEN_LINK" "$LOG" || fail "client not on $LINK"
+grep -qE "fastsock\[[0-9]+\] debug: fd=[0-9]+ server .* on $OPEN_LINK" "$LOG" || fail "server not on $LINK"
 # Both processes (transmitter and forked receiver) log, and their counts mirror each other.
 pids=$(grep -oE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ (client|server) ' "$LOG" |
   grep -oE '\[[0-9]+\]' | sort -u | wc -l)

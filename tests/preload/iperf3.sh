@@ -58,9 +58,9 @@ log_assert_interception
 client_pid=$(grep -oE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ client ' "$LOG" | head -1 | grep -oE '[0-9]+' | head -1)
 server_pid=$(grep -oE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ server ' "$LOG" | head -1 | grep -oE '[0-9]+' | head -1)
 # The server listens on [::], so its side prints IPv4-mapped addresses.
-[[ $(grep -cE "fastsock\[$client_pid\] debug: fd=[0-9]+ client 127.0.0.1:[0-9]+ -> 127.0.0.1:$port on $LINK" "$LOG") -ge 2 ]] ||
+[[ $(grep -cE "fastsock\[$client_pid\] debug: fd=[0-9]+ client 127.0.0.1:[0-9]+ -> 127.0.0.1:$port on $OPEN_LINK" "$LOG") -ge 2 ]] ||
   fail "want the control and the data connection as client lines of pid $client_pid"
-[[ $(grep -cE "fastsock\[$server_pid\] debug: fd=[0-9]+ server (127.0.0.1|\[::ffff:127.0.0.1\]):$port <- .* on $LINK" "$LOG") -ge 2 ]] ||
+[[ $(grep -cE "fastsock\[$server_pid\] debug: fd=[0-9]+ server (127.0.0.1|\[::ffff:127.0.0.1\]):$port <- .* on $OPEN_LINK" "$LOG") -ge 2 ]] ||
   fail "want the control and the data connection as server lines of pid $server_pid"
 max_sent=$(grep -F "fastsock[$client_pid] " "$LOG" | sed -nE 's/.* closed sent=([0-9]+) .*/\1/p' | sort -n | tail -1)
 max_recv=$(grep -F "fastsock[$server_pid] " "$LOG" | sed -nE 's/.* closed sent=[0-9]+ received=([0-9]+).*/\1/p' | sort -n | tail -1)

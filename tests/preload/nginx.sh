@@ -141,7 +141,7 @@ log_assert_data_on_link() {
     grep -qE "client 127\.0\.0\.1:$port -> 127\.0\.0\.1:$PORT on " "$LOG" ||
       fail "no client line for the connection kept on TCP: $line"
     n_kept=$((n_kept + 1))
-  done < <(grep -E "debug: fd=[0-9]+ server .* on " "$LOG" | grep -vE " on $LINK( |\$)")
+  done < <(grep -E "debug: fd=[0-9]+ server .* on " "$LOG" | grep -vE " on $OPEN_LINK( |\$)")
   total=$(grep -cE "debug: fd=[0-9]+ server .* on " "$LOG")
   [[ $n_kept -le 10 ]] || fail "$n_kept connections kept on TCP, want at most wrk's 2 probes and 2 x 4 connections closed at the end of a run"
   note "$((total - n_kept)) of $total connections on $LINK at both ends; $n_kept whose connector was gone before the accept (wrk's probes, its last connections) on tcp"
@@ -158,7 +158,7 @@ else
     index($0, " server 127.0.0.1:" port " <- 127.0.0.1:") { split($0, a, " <- 127.0.0.1:"); split(a[2], b, " "); servers[b[1]] = 1 }
     END { for (c in clients) if (!(c in servers)) print c }' "$LOG")
   [[ -z "$unmatched" ]] || fail "client ports with no server line in the log: $(head -3 <<<"$unmatched" | tr '\n' ' ')"
-  [[ $(grep -cE "debug: fd=[0-9]+ client .* on $LINK( |\$)" "$LOG") -eq \
+  [[ $(grep -cE "debug: fd=[0-9]+ client .* on $OPEN_LINK( |\$)" "$LOG") -eq \
      $(grep -cE "debug: fd=[0-9]+ client .* on " "$LOG") ]] || fail "a client line is not on $LINK"
   log_assert_data_on_link
 fi

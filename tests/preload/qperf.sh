@@ -105,13 +105,13 @@ log_assert_no_errors
 # control, data (tcp_bw).
 client_pid=$(sed -nE 's/^fastsock\[([0-9]+)\] debug: fd=[0-9]+ client .*/\1/p' "$LOG" | sort -u)
 [[ $(wc -w <<<"$client_pid") -eq 1 ]] || fail "want one client process in the log, found: $client_pid"
-mapfile -t control < <(grep -E "fastsock\[$client_pid\] debug: fd=[0-9]+ client .* -> 127.0.0.1:$PORT on $LINK" "$LOG")
+mapfile -t control < <(grep -E "fastsock\[$client_pid\] debug: fd=[0-9]+ client .* -> 127.0.0.1:$PORT on $OPEN_LINK" "$LOG")
 mapfile -t data < <(grep -E "fastsock\[$client_pid\] debug: fd=[0-9]+ client .* -> 127.0.0.1:[0-9]+ on " "$LOG" |
   grep -vF -- "-> 127.0.0.1:$PORT on ")
 [[ ${#control[@]} -eq 2 ]] || fail "want 2 control connections on $LINK, found ${#control[@]}"
 [[ ${#data[@]} -eq 2 ]] || fail "want 2 data connections, found ${#data[@]}: ${data[*]}"
 for line in "${data[@]}"; do
-  [[ $line == *" on $LINK "* || $line == *" on $LINK" ]] || fail "a data connection is not on $LINK: $line"
+  [[ $line =~ \ on\ $OPEN_LINK( |$) ]] || fail "a data connection is not on $LINK: $line"
 done
 note "2 control and 2 data connections, each on $LINK at connect (both ends, see above)"
 

@@ -43,9 +43,9 @@ relay() {  # relay plain|preload
 relay plain
 relay preload
 log_assert_ends_match
-[[ $(grep -cE "debug: fd=[0-9]+ client .* on $LINK" "$LOG") -eq 2 ]] ||
+[[ $(grep -cE "debug: fd=[0-9]+ client .* on $OPEN_LINK" "$LOG") -eq 2 ]] ||
   fail "want 2 client connections (client -> relay, relay -> echo)"
-[[ $(grep -cE "debug: fd=[0-9]+ server .* on $LINK" "$LOG") -eq 2 ]] ||
+[[ $(grep -cE "debug: fd=[0-9]+ server .* on $OPEN_LINK" "$LOG") -eq 2 ]] ||
   fail "want 2 accepted connections (relay, echo)"
 note "the log shows both connections from both ends"
 log_assert_no_errors

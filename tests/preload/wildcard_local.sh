@@ -77,7 +77,7 @@ start_server v4-server under_fastsock "$echo_bin" server --bind 0.0.0.0 --conns 
 client v4-client under_fastsock --connect 10.123.0.1 --port "$PORT" --bytes 300000 \
   --seed 2 --expect link
 server_done v4-server
-grep -qE "debug: fd=[0-9]+ client 10\.123\.0\.1:[0-9]+ -> 10\.123\.0\.1:$PORT on $LINK" "$LOG" ||
+grep -qE "debug: fd=[0-9]+ client 10\.123\.0\.1:[0-9]+ -> 10\.123\.0\.1:$PORT on $OPEN_LINK" "$LOG" ||
   fail "no 'client 10.123.0.1:N -> 10.123.0.1:$PORT on $LINK' line"
 note "0.0.0.0 listener: a client to 10.123.0.1 is on $LINK"
 

@@ -135,10 +135,14 @@ for chain in verbs,vendor,tcp shm,verbs,vendor,tcp; do
     NPtcp -h "$host" -P 22102 -u 1024 -n 3 -o "$work/chain.out") >"$work/chain-tx.out" 2>&1 ||
     fail "NPtcp ($chain) exited with $?: $(tail -3 "$work/chain-tx.out")"
   wait "$rx" || fail "NPtcp receiver ($chain) exited with $?"
-  grep -qE "debug: fd=[0-9]+ client .* on $want( |\$)" "$log" ||
+  # A verbs connection starts on tcp while its RDMA connection is made.
+  open=$want
+  [[ $want == verbs ]] && open='tcp \(verbs: RDMA connection under way\)'
+  grep -qE "debug: fd=[0-9]+ client .* on $open( |\$)" "$log" ||
     fail "chain $chain: the connection is not on $want: $(grep -E 'debug: fd=[0-9]+ (client|server) ' "$log" | head -2)"
   grep -q "Address already in use" "$log" && fail "chain $chain: a listener found its port taken: $(grep -m1 'Address already in use' "$log")"
   if [[ $want == verbs ]]; then
+    grep -q "carried by verbs" "$log" || fail "chain $chain: no connection was carried by verbs"
     grep -q "no listener through profile rsocket: the verbs link listens on this port" "$log" ||
       fail "chain $chain: rsocket did not step aside for the verbs listener"
   fi

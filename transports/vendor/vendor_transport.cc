@@ -29,12 +29,6 @@ struct Listeners {
   int count;
 };
 
-// Appends "; " and `text` to `out` (one line of reasons).
-void append(char* out, size_t len, const char* text) noexcept {
-  const size_t used = strnlen(out, len);
-  if (used + 1 < len) snprintf(out + used, len - used, "%s%s", used ? "; " : "", text);
-}
-
 // The data calls (send, recv, poll_now, ...) forward to vendors::Conn: src/transport_conn.hpp.
 class VendorTransport final : public ConnTransport<VendorTransport, vendors::Conn> {
  public:
@@ -156,7 +150,7 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
     // meanwhile, after the reasons of the links skipped before this one, which
     // note_fallback gives back alone once the link carries the connection.
     c->set_skipped_reasons_len(strnlen(s.slot->reason, sizeof s.slot->reason));
-    append(s.slot->reason, sizeof s.slot->reason, "vendor: handshake under way");
+    append_reason(s.slot->reason, sizeof s.slot->reason, "vendor: handshake under way");
     return 0;
   }
 
@@ -210,7 +204,7 @@ Probe probe_vendor() noexcept {
       char text[300];
       snprintf(text, sizeof text, "%s: %s", vendors::Service::profile(i).name.c_str(),
                ok ? "usable" : why);
-      append(p.reason, sizeof p.reason, text);
+      append_reason(p.reason, sizeof p.reason, text);
       p.available |= ok;
     }
     if (n == 0) snprintf(p.reason, sizeof p.reason, "no vendor profile");

@@ -406,11 +406,27 @@ void Conn::on_established() noexcept {
   established_locked();
 }
 
+void Conn::report_in(uint8_t* transport, uint8_t carried_id, char* reason) noexcept {
+  std::lock_guard lock(progress_lock_);
+  report_transport_ = transport;
+  report_carried_id_ = carried_id;
+  report_reason_ = reason;
+  if (state() == State::established) report_carried_locked();
+}
+
+void Conn::report_carried_locked() noexcept {
+  if (!report_transport_) return;  // before report_in: it reports then
+  *report_transport_ = report_carried_id_;
+  report_reason_[skipped_reasons_len_] = '\0';
+  LOG_DEBUG("fd=%d carried by verbs", log_fd_);
+}
+
 void Conn::established_locked() noexcept {
   State expected = State::connecting;
-  if (state_.compare_exchange_strong(expected, State::established, std::memory_order_acq_rel))
+  if (state_.compare_exchange_strong(expected, State::established, std::memory_order_acq_rel)) {
     LOG_DEBUG("fd=%d verbs: RDMA connection established", log_fd_);
-  else if (downgrade_unsent_ && !link_error_ && qp_)
+    report_carried_locked();
+  } else if (downgrade_unsent_ && !link_error_ && qp_)
     post_downgrade();  // we moved to TCP while connecting: the peer must not switch
   // Wake a waiter that only watched TCP so far: the link may carry the peer's bytes now.
   if (channel_) (void)ibv_req_notify_cq(cq_, 0);

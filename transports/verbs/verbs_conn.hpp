@@ -77,6 +77,17 @@ class Conn final : public CmClient {
   // The application's descriptor of the TCP socket, for logs and for close() to find it.
   // `mode`: the socket's remembered O_NONBLOCK and timeouts (the Socket outlives us).
   void set_socket(int fd, SocketMode* mode) noexcept;
+  // What the stats slot said of the connection (VerbsTransport::note_fallback): each
+  // change is noted once. The slot's reason keeps the first `len` bytes (the links skipped
+  // before this one) once the link carries the connection.
+  bool note_fallback_once() noexcept { return !fallback_noted_.exchange(true, std::memory_order_relaxed); }
+  void set_skipped_reasons_len(size_t len) noexcept { skipped_reasons_len_ = len; }
+  // The stats slot's fields the connection reports itself in as carried (`carried_id`,
+  // the reason cut to the skipped links') once its RDMA connection is up: from the thread
+  // that sees it come up (the CM service, or the connector's own), so that a connection
+  // idle since is shown right too. Under the progress lock, as every change of state: a
+  // fallback, noted after it by note_fallback, always comes last. At once if it is up.
+  void report_in(uint8_t* transport, uint8_t carried_id, char* reason) noexcept;
 
   ssize_t send(int fd, const iovec* iov, int iovcnt, int flags);
   ssize_t recv(int fd, const iovec* iov, int iovcnt, int flags);
@@ -214,6 +225,12 @@ class Conn final : public CmClient {
   bool acceptor_ = false;
   bool downgrade_unsent_ = false;  // moved to TCP while the link was coming up
   int log_fd_ = -1;
+  std::atomic<bool> fallback_noted_{false};
+  uint8_t* report_transport_ = nullptr;  // report_in; progress lock
+  uint8_t report_carried_id_ = 0;
+  char* report_reason_ = nullptr;
+  void report_carried_locked() noexcept;
+  size_t skipped_reasons_len_ = 0;
   SocketMode* mode_ = nullptr;
   ino_t socket_ino_ = 0;  // the TCP socket's inode: its descriptor may be another at close
   bool still_our_socket(int fd) const noexcept;

@@ -110,9 +110,19 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
       return rc;
     }
     s.link_state = c;
+    // Reported on tcp until the RDMA connection is up (carries_at_attach): the slot says
+    // why meanwhile, after the reasons of the links skipped before this one, which
+    // note_fallback gives back alone once the link carries the connection.
+    c->set_skipped_reasons_len(strnlen(s.slot->reason, sizeof s.slot->reason));
+    append_reason(s.slot->reason, sizeof s.slot->reason, "verbs: RDMA connection under way");
     return 0;
   }
 
+  bool carries_at_attach() const noexcept override { return false; }
+  void on_tracked(Socket& s) noexcept override {
+    if (s.link_state)
+      conn(s).report_in(&s.slot->transport, uint8_t(TransportId::verbs), s.slot->reason);
+  }
   int64_t recheck_at(Socket& s, short events) noexcept override {
     auto* c = static_cast<verbs::Conn*>(s.link_state);
     return c ? c->recheck_at(events) : 0;
@@ -135,9 +145,11 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
  private:
   friend ConnTransport;
 
-  // A connection that stays on TCP after attaching (the RDMA connection failed, was
-  // refused, never came, or an end downgraded) says so in its stats slot, with the reason;
-  // once nothing is left on the link, its data calls go straight to the kernel again.
+  // The connection is reported on verbs once its RDMA connection is up (every byte sent
+  // from then on goes over the link: verbs::Conn::report_in), and on tcp again, with the
+  // reason, when it stays on TCP (the RDMA connection failed, was refused, never came) or
+  // goes back (an end downgraded, the link failed), noted here at the connection's next
+  // call; once nothing is left on the link, its data calls go straight to the kernel.
   static void note_fallback(Socket& s) noexcept {
     verbs::Conn& c = conn(s);
     if (c.state() == verbs::Conn::State::connecting) {
@@ -146,7 +158,7 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
     const verbs::Conn::State state = c.state();
     if (state != verbs::Conn::State::tcp && state != verbs::Conn::State::broken) return;
     if (c.settled()) s.user_io.store(false, std::memory_order_relaxed);
-    if (s.slot->transport != uint8_t(TransportId::verbs)) return;  // already said
+    if (!c.note_fallback_once()) return;  // already said
     s.slot->transport = uint8_t(TransportId::tcp);
     snprintf(s.slot->reason, sizeof s.slot->reason, "verbs: %s%s",
              state == verbs::Conn::State::broken ? "broken: " : "",

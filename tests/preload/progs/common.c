@@ -99,6 +99,16 @@ void expect_transport(int fd, const char* want) {
   if (!fn) return;
   errno = 0;
   const char* got = fn(fd);
+  // A verbs connection is reported on verbs once its RDMA connection is up, a little after
+  // connect()/accept(): until then (10 s at most) it is on tcp. (Not through the log's
+  // "established" line: that names the connection's first descriptor, `fd` may be a dup.)
+  const time_t give_up = time(NULL) + 10;
+  while (want && strcmp(want, "verbs") == 0 && got && strcmp(got, "tcp") == 0 &&
+         time(NULL) < give_up) {
+    usleep(10 * 1000);
+    errno = 0;
+    got = fn(fd);
+  }
   if (want) {
     // The vendor link carries a connection only once its handshake on TCP is done.
     const int vendor_starting = strcmp(want, "vendor") == 0 && got && strcmp(got, "tcp") == 0;
@@ -174,11 +184,13 @@ void expect_count(int n, const char* fmt, ...) {
   printf("expect-count: %d fastsock[%d] debug: %s\n", n, (int)getpid(), text);
 }
 
-// The link a connection's first log line names: the vendor link starts on TCP while its
-// handshake runs (a later line says "carried by vendor").
+// The link a connection's first log line names: the vendor and verbs links start on TCP
+// while their own connection is made (a later line says "carried by vendor"/"by verbs").
 static const char* opening_link(void) {
-  return strcmp(both_ends_link(), "vendor") == 0 ? "tcp (vendor: handshake under way)"
-                                                 : both_ends_link();
+  const char* link = both_ends_link();
+  if (strcmp(link, "vendor") == 0) return "tcp (vendor: handshake under way)";
+  if (strcmp(link, "verbs") == 0) return "tcp (verbs: RDMA connection under way)";
+  return link;
 }
 
 void expect_client_log(int fd) {
