@@ -58,32 +58,11 @@ for _ in range(int(sys.argv[1])):
         c.sendall(b)
     c.close()
 EOF
-cat >"$work/client.py" <<'EOF'
-import os, socket, sys, threading
-good = 0
-for _ in range(int(sys.argv[2])):
-    data = os.urandom(256 << 10)
-    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-    def send():
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-    t = threading.Thread(target=send)
-    t.start()
-    got = bytearray()
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        got += b
-    t.join()
-    s.close()
-    good += got == data
-print(good)
-EOF
 LD_PRELOAD="$PRELOAD" timeout 120 taskset -c 0 python3 "$work/server.py" "$conns" >"$work/server.out" 2>&1 &
 server=$!
 server_port "$work/server.out"
-out=$(LD_PRELOAD="$PRELOAD" timeout 120 taskset -c 0 python3 "$work/client.py" "$PORT" "$conns" 2>&1) ||
+out=$(LD_PRELOAD="$PRELOAD" timeout 120 taskset -c 0 python3 "$(dirname "$0")/echo_client.py" \
+  127.0.0.1 "$PORT" "$conns" $((256 << 10)) 2>&1) ||
   fail "the client failed: $out"
 [[ $out == "$conns" ]] || fail "$out of $conns connections echoed intact"
 wait "$server" || fail "the server failed: $(cat "$work/server.out")"
