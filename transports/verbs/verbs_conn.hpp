@@ -125,6 +125,8 @@ class Conn final : public CmClient {
   int move_qp(rdma_cm_id* id, ibv_qp_state state) noexcept;
   // Both ends: the link is up (under the progress lock).
   void established_locked() noexcept;
+  // Writes the stats slot given to report_in as carried by verbs (after report_in only).
+  void report_carried_locked() noexcept;
   void destroy_resources() noexcept;
   // Frees what the connection holds on the device (queue pair, completion queue and
   // channel, registration, protection domain), keeping the buffers: received bytes not
@@ -229,7 +231,6 @@ class Conn final : public CmClient {
   uint8_t* report_transport_ = nullptr;  // report_in; progress lock
   uint8_t report_carried_id_ = 0;
   char* report_reason_ = nullptr;
-  void report_carried_locked() noexcept;
   size_t skipped_reasons_len_ = 0;
   SocketMode* mode_ = nullptr;
   ino_t socket_ino_ = 0;  // the TCP socket's inode: its descriptor may be another at close
