@@ -70,6 +70,7 @@ struct ListenerCounters {
   uint64_t channels_closed = 0;    // ... closed by their connector between handshakes
   uint64_t matched = 0;            // match() found the dialer of the accepted connection
   uint64_t by_cookie = 0;          // ... of which before its `where` came (through sock_diag)
+  uint64_t by_late_where = 0;      // ... of which by a `where` match() waited for (no sock_diag)
   uint64_t not_fastsock = 0;       // match() decided the peer does not run fastsock
   uint64_t dropped_closed = 0;     // dialer closed its channel during a handshake
   uint64_t dropped_uid = 0;        // credentials of another uid, or pid != the hello's pid
@@ -226,6 +227,7 @@ class Listener {
   bool identify(Want& want) noexcept;
   int find_hello(const Want& want) const noexcept;
   bool holds_unplaced_hello() const noexcept;
+  int wait_for_wheres(const Want& want) noexcept;
   bool take_where(Entry& e, const void* wire, struct Received& r) noexcept;
   MatchResult match(Want& want) noexcept;
   MatchResult take(Entry& e) noexcept;
@@ -258,6 +260,7 @@ class Listener {
   int capacity_ = 0;
   int used_ = 0;     // channels held
   int last_hello_ = -1;  // the table slot that took the latest hello
+  uint64_t where_wait_rounds_ = 0;  // wait_for_wheres calls (Entry::waited_in)
   int pending_ = 0;  // of which with a hello
   uint64_t admitted_ = 0;  // admission sequence: the oldest entry has the smallest
   ListenerCounters counters_;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <new>
 
 #include "internal_fds.hpp"
@@ -27,6 +28,7 @@ struct Listener::Entry {
   bool unwatched = false;    // removed from the epoll set (readable while lent)
   bool where_known = false;  // the hello's `where` was read: `where` is its peer endpoint
   bool where_due = false;    // matched by cookie before its `where` came: skip it when it does
+  uint64_t waited_in = 0;    // the match() whose wait_for_wheres waited for this hello's where
   stats::Endpoint where{};
   uint64_t seq = 0;          // admission order, for evicting the oldest
   Hello hello{};
@@ -45,6 +47,20 @@ void close_pool(Pool*& pool) noexcept {
 }  // namespace
 
 namespace {
+
+constexpr const char* kNoSockDiag =
+    "cannot identify the peer's socket: NETLINK_SOCK_DIAG for TCP unavailable";
+
+// How long match() waits, without sock_diag, for the wheres of held hellos (wait_for_wheres).
+// A preempted connector sends its where as soon as it runs again: microseconds on one CPU,
+// where this wait is what lets it run. Paid once per hello whose where never comes.
+constexpr int64_t kWhereWaitNs = 10'000'000;
+
+int64_t monotonic_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 MatchResult not_fastsock(const char* why) noexcept {
   MatchResult r;
@@ -326,6 +342,7 @@ Listener::ReadResult Listener::take_hello(Entry& e, const void* wire, Received& 
   }
   e.hello = h;
   e.where_known = e.where_due = false;
+  e.waited_in = 0;
   e.fds.adopt(r.control.fds, r.control.fd_count);
   set_state(e, State::hello);
   last_hello_ = int(&e - table_);
@@ -453,8 +470,49 @@ bool Listener::identify(Want& want) noexcept {
     uint64_t own = 0;
     if (diag_.peer_cookie(want.local, want.peer, &own, &why) == 0) return false;
   }
-  want.why = "cannot identify the peer's socket: NETLINK_SOCK_DIAG for TCP unavailable";
+  want.why = kNoSockDiag;
   return false;
+}
+
+// Without sock_diag a held hello lacking its where can be placed by its where alone. Its
+// connector was preempted between its hello and its where (on one CPU, by this very
+// accept, which runs inside the connector's connect()): waits for those wheres, at most
+// kWhereWaitNs, each hello at most once (a connector stopped for good costs one wait).
+// The slot of the hello of `want` if its where came, else -1.
+int Listener::wait_for_wheres(const Want& want) noexcept {
+  const uint64_t round = ++where_wait_rounds_;
+  bool any = false;
+  for (int i = 0, seen = 0; i < capacity_ && seen < used_; ++i) {
+    Entry& e = table_[i];
+    if (e.fd < 0) continue;
+    ++seen;
+    if (e.state == State::hello && !e.where_known && e.waited_in == 0) {
+      e.waited_in = round;
+      any = true;
+    }
+  }
+  const int64_t end = monotonic_ns() + kWhereWaitNs;
+  while (any) {
+    const int64_t left = end - monotonic_ns();
+    if (left <= 0) break;
+    const int n = real().epoll_wait(epoll_fd_, events_, capacity_ + 1,
+                                    int((left + 999'999) / 1'000'000));
+    if (n < 0 && errno != EINTR) break;
+    int found = -1;
+    if (n > 0 && handle_events(n, want, found)) {
+      ++counters_.by_late_where;
+      return found;
+    }
+    // Go on while a hello waited for in this round still lacks its where.
+    any = false;
+    for (int i = 0, seen = 0; i < capacity_ && seen < used_ && !any; ++i) {
+      const Entry& e = table_[i];
+      if (e.fd < 0) continue;
+      ++seen;
+      any = e.state == State::hello && !e.where_known && e.waited_in == round;
+    }
+  }
+  return -1;
 }
 
 MatchResult Listener::take(Entry& e) noexcept {
@@ -577,7 +635,8 @@ MatchResult Listener::match(uint64_t cookie) noexcept {
 }
 
 // The accepted connection's hello was sent before its SYN: it is in the table already or
-// readable now, never later. So nothing is ever waited for.
+// readable now, never later. So nothing is waited for, except on a kernel without
+// sock_diag, where a hello whose where has not come can only wait for it (step 5).
 MatchResult Listener::match(Want& want) noexcept {
   if (record_fd_ < 0) return failed(-EBADF, "rendezvous record not open");
   if (owner_pid_ != current_pid()) {
@@ -619,6 +678,9 @@ MatchResult Listener::match(Want& want) noexcept {
   // 4. A hello whose `where` has not come may be this connection's: its connector was
   //    preempted in connect() (on this CPU, by this very accept). Its socket tells.
   if (const int i = find_by_cookie(want, asked); i >= 0) return found(i);
+  // 5. Without sock_diag: the wheres of such hellos, shortly.
+  if (want.why == kNoSockDiag)
+    if (const int i = wait_for_wheres(want); i >= 0) return take(table_[i]);
   ++counters_.not_fastsock;
   if (was_gone(want))
     return not_fastsock("the connector is gone (it closed its rendezvous channel before the accept)");

@@ -166,7 +166,7 @@ static bool tcp_sock_diag_works() {
 
 // The kernel's part is real: the rdma suite's rdma_no_sock_diag runs this case in the VM
 // after keeping the kernel from loading inet_diag (tests/rdma/no_sock_diag.sh).
-TEST_CASE("without TCP sock_diag, a connector accepted before its where stays on TCP",
+TEST_CASE("without TCP sock_diag, a connector accepted before its where waits for it",
           "[nodiag]") {
   if (tcp_sock_diag_works()) {
     rvskip::skip("this kernel answers NETLINK_SOCK_DIAG for TCP (rdma_no_sock_diag runs this "
@@ -182,7 +182,15 @@ TEST_CASE("without TCP sock_diag, a connector accepted before its where stays on
     Listener listener;
     const char* why = nullptr;
     REQUIRE(listener.open(srv.local, &why) == 0);
-    // Accepted while its where is 300 ms away: only sock_diag could name it.
+    // Accepted while its where is 5 ms away: the acceptor waits for it (up to 10 ms).
+    const pid_t late = spawn([&] { return connector_child(srv.local, 5); });
+    const int first = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(first >= 0);
+    CHECK(accept_connector(listener, first) == late);
+    CHECK(listener.counters().by_late_where == 1);
+    CHECK(wait_exit(late) == 0);
+    close(first);
+    // Accepted while its where is 300 ms away: only sock_diag could name it in time.
     early = spawn([&] { return connector_child(srv.local, 300); });
     const int accepted = accept(srv.fd, nullptr, nullptr);
     REQUIRE(accepted >= 0);
@@ -192,6 +200,7 @@ TEST_CASE("without TCP sock_diag, a connector accepted before its where stays on
     CHECK(std::string(m.why) ==
           "cannot identify the peer's socket: NETLINK_SOCK_DIAG for TCP unavailable");
     CHECK(listener.counters().by_cookie == 0);
+    CHECK(listener.counters().by_late_where == 1);
     close(accepted);
     // One whose where came before the acceptor looked is matched by it, as always.
     const pid_t child = spawn([&] { return connector_child(srv.local, 0, where_sent[1]); });
