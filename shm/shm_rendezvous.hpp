@@ -153,6 +153,11 @@ class Listener {
     int table_capacity = 128;
     // IPv6 wildcard listener with IPV6_V6ONLY set (its record gets another name).
     bool v6only = false;
+    // Without TCP sock_diag: how long match() waits for the wheres of held hellos
+    // (wait_for_wheres). A preempted connector sends its where as soon as it runs again:
+    // microseconds on one CPU, where this wait is what lets it run. Paid once per hello
+    // whose where never comes. (Tests on slow, emulated machines set more.)
+    int64_t where_wait_ns = 10'000'000;
   };
   static constexpr int kMaxTableCapacity = 4096;  // fits the epoll tag's slot bits
 
@@ -260,6 +265,7 @@ class Listener {
   int capacity_ = 0;
   int used_ = 0;     // channels held
   int last_hello_ = -1;  // the table slot that took the latest hello
+  int64_t where_wait_ns_ = 0;  // Options::where_wait_ns
   uint64_t where_wait_rounds_ = 0;  // wait_for_wheres calls (Entry::waited_in)
   int pending_ = 0;  // of which with a hello
   uint64_t admitted_ = 0;  // admission sequence: the oldest entry has the smallest

@@ -51,11 +51,6 @@ namespace {
 constexpr const char* kNoSockDiag =
     "cannot identify the peer's socket: NETLINK_SOCK_DIAG for TCP unavailable";
 
-// How long match() waits, without sock_diag, for the wheres of held hellos (wait_for_wheres).
-// A preempted connector sends its where as soon as it runs again: microseconds on one CPU,
-// where this wait is what lets it run. Paid once per hello whose where never comes.
-constexpr int64_t kWhereWaitNs = 10'000'000;
-
 int64_t monotonic_ns() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -93,6 +88,7 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
     *why = "rendezvous table capacity out of range";
     return -EINVAL;
   }
+  where_wait_ns_ = options.where_wait_ns;
   const uid_t uid = geteuid();
   sockaddr_un addr;
   const socklen_t addr_len =
@@ -477,7 +473,7 @@ bool Listener::identify(Want& want) noexcept {
 // Without sock_diag a held hello lacking its where can be placed by its where alone. Its
 // connector was preempted between its hello and its where (on one CPU, by this very
 // accept, which runs inside the connector's connect()): waits for those wheres, at most
-// kWhereWaitNs, each hello at most once (a connector stopped for good costs one wait).
+// Options::where_wait_ns, each hello at most once (a connector stopped for good costs one wait).
 // The slot of the hello of `want` if its where came, else -1.
 int Listener::wait_for_wheres(const Want& want) noexcept {
   const uint64_t round = ++where_wait_rounds_;
@@ -491,7 +487,7 @@ int Listener::wait_for_wheres(const Want& want) noexcept {
       any = true;
     }
   }
-  const int64_t end = monotonic_ns() + kWhereWaitNs;
+  const int64_t end = monotonic_ns() + where_wait_ns_;
   while (any) {
     const int64_t left = end - monotonic_ns();
     if (left <= 0) break;

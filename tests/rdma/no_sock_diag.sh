@@ -5,8 +5,9 @@
 # so this is the only place the case runs for real (docs/shm-rendezvous.md, "Which hello
 # is this connection's": an acceptor that runs before the connector's where asks sock_diag).
 #   1. The rendezvous unit case tagged [nodiag] ("without TCP sock_diag, a connector
-#      accepted before its where waits for it": its where 5 ms late is waited for, 300 ms
-#      late is not; it skips on a kernel that answers, so here it must pass).
+#      accepted before its where waits for it": its where 300 ms late is waited for with
+#      a 5 s wait, not with the transport's 10 ms; it skips on a kernel that answers, so
+#      here it must pass).
 #   2. A real program under the library, both ends on one CPU (where the acceptor usually
 #      runs inside the connector's connect, before its where): 20 connections with
 #      FASTSOCK_TRANSPORTS=shm,tcp, each echoing 256 KiB intact; every connection is on shm
