@@ -48,6 +48,15 @@ int64_t now_ns() noexcept {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// The port a reject's private data redirects to (RedirectData), or 0.
+uint16_t redirect_port(const void* data, uint8_t len) noexcept {
+  RedirectData r;
+  if (!data || len < sizeof r) return 0;
+  memcpy(&r, data, sizeof r);
+  if (ntohs(r.magic) != kWireMagic || r.version != kWireVersion || r.kind != kRedirect) return 0;
+  return ntohs(r.port);
+}
+
 bool same(const TcpKey& a, const TcpKey& b) noexcept {
   return same_endpoint(a.local, b.local) && same_endpoint(a.peer, b.peer);
 }
@@ -258,6 +267,7 @@ void Cm::run() noexcept {
       if (destroy_after_ack) lib_->rdma_destroy_id(destroy_after_ack);
       if (removal) removal_until_ns_ = now_ns() + kRemovalRescanNs;
     }
+    redirect_parked();
     expire_parked();
     reap_listeners();
     if (removal_until_ns_ && (!let_librdmacm_close_removed() || now_ns() > removal_until_ns_))
@@ -297,9 +307,21 @@ rdma_cm_id* Cm::dispatch(rdma_cm_event* event) noexcept {
       case RDMA_CM_EVENT_ROUTE_ERROR: failure = "no RDMA route to the peer"; break;
       case RDMA_CM_EVENT_UNREACHABLE: failure = "the peer is unreachable over RDMA"; break;
       case RDMA_CM_EVENT_CONNECT_ERROR: failure = "RDMA connection error"; break;
-      case RDMA_CM_EVENT_REJECTED:
+      case RDMA_CM_EVENT_REJECTED: {
+        const uint16_t port = redirect_port(event->param.conn.private_data,
+                                            event->param.conn.private_data_len);
+        if (client && port) {
+          const char* why = "cannot follow the listener's redirect";
+          if (client->on_redirect(port, &why) == 0) {
+            destroy_after_ack = id;  // the client connects on a new id
+            break;
+          }
+          failure = why;
+          break;
+        }
         failure = "the peer has no fastsock RDMA listener (rejected)";
         break;
+      }
       case RDMA_CM_EVENT_DEVICE_REMOVAL: destroy_after_ack = device_removal(id); break;
       case RDMA_CM_EVENT_DISCONNECTED:
         if (client) client->on_disconnected();
@@ -405,7 +427,9 @@ bool Cm::on_connect_request(rdma_cm_id* id, const void* raw, uint8_t len) noexce
     offer(client, id, data);
     return true;
   }
-  // The TCP connection is not accepted yet: kept until it is (add_acceptor).
+  if (redirect(id, key)) return false;
+  // The TCP connection is not accepted yet: kept until it is (add_acceptor), here or, in
+  // a pre-forking server, by a child (redirect_parked).
   try {
     parked_.push_back(Parked{key, id, data, now_ns()});
   } catch (...) {
@@ -449,6 +473,79 @@ void Cm::expire_parked() noexcept {
   for (rdma_cm_id* id : expired) lib_->rdma_destroy_id(id);
 }
 
+bool Cm::redirect(rdma_cm_id* id, const TcpKey& key) noexcept {
+  for (Listener* l : listeners_) {
+    if (!l->redirects || l->owner != getpid() || l->local.port != key.local.port) continue;
+    const uint16_t port = l->redirects->take(key);
+    if (port == 0) continue;
+    const RedirectData data{htons(kWireMagic), kWireVersion, kRedirect, htons(port), {}};
+    (void)lib_->rdma_reject(id, &data, sizeof data);
+    LOG_DEBUG("verbs: a connect request redirected to RDMA port %u (a forked child accepted "
+              "its connection)", unsigned(port));
+    return true;
+  }
+  return false;
+}
+
+void Cm::redirect_parked() noexcept {
+  std::vector<rdma_cm_id*> redirected;
+  {
+    std::lock_guard lock(lock_);
+    for (size_t i = 0; i < parked_.size();) {
+      if (!redirect(parked_[i].id, parked_[i].key)) {
+        ++i;
+        continue;
+      }
+      try {
+        redirected.push_back(parked_[i].id);
+      } catch (...) {
+        // Out of memory: its id is not destroyed (a leak, not a failure).
+      }
+      parked_.erase(parked_.begin() + long(i));
+    }
+  }
+  for (rdma_cm_id* id : redirected) lib_->rdma_destroy_id(id);
+}
+
+int Cm::redirect_here(void* handle, const TcpKey& key, const char** why) noexcept {
+  auto* inherited = static_cast<Listener*>(handle);
+  if (!inherited->redirects || inherited->owner_bell < 0) {
+    *why = "the listening process has no redirect table for its children";
+    return -ENOMEM;
+  }
+  Listener* own;
+  {
+    std::lock_guard once(redirect_lock_);
+    own = inherited->child_listener;
+    if (!own || own->owner != getpid()) {  // (a grandchild inherits its parent's)
+      stats::Endpoint any_port = inherited->local;
+      any_port.port = 0;
+      own = open_listener(any_port, false, why);
+      if (!own) return -ENODEV;
+      inherited->child_listener = own;
+    }
+  }
+  uint16_t port = 0;
+  {
+    std::lock_guard lock(lock_);
+    if (!own->id) {  // its device was removed
+      *why = "this process's RDMA listener is gone with its device";
+      return -ENODEV;
+    }
+    const sockaddr* bound = rdma_get_local_addr(own->id);
+    port = ntohs(bound->sa_family == AF_INET6
+                     ? reinterpret_cast<const sockaddr_in6*>(bound)->sin6_port
+                     : reinterpret_cast<const sockaddr_in*>(bound)->sin_port);
+  }
+  if (port == 0 || !inherited->redirects->publish(key, port, now_ns())) {
+    *why = "the redirect table of the listening process is full";
+    return -EBUSY;
+  }
+  const uint64_t one = 1;
+  (void)!real().write(inherited->owner_bell, &one, sizeof one);
+  return 0;
+}
+
 bool Cm::awaited(const Listener& l) const noexcept {
   for (const Waiting& w : waiting_)
     if (w.key.local.port == l.local.port && (l.any_address || same_endpoint(w.key.local, l.local)))
@@ -479,11 +576,16 @@ void Cm::reap_listeners() noexcept {
   }
   for (Listener* l : done) {
     if (l->id) lib_->rdma_destroy_id(l->id);
-    delete l;
+    free_listener(l);
   }
 }
 
 void* Cm::listen(const stats::Endpoint& local, const char** why) noexcept {
+  return open_listener(local, true, why);
+}
+
+Cm::Listener* Cm::open_listener(const stats::Endpoint& local, bool for_children,
+                                const char** why) noexcept {
   ReentryGuard guard;
   rdma_cm_id* id = nullptr;
   if (lib_->rdma_create_id(channel_, &id, nullptr, RDMA_PS_TCP) != 0) {
@@ -508,27 +610,44 @@ void* Cm::listen(const stats::Endpoint& local, const char** why) noexcept {
       Listener{this, id, getpid(), canonical_endpoint(local), is_loopback(bind_ep) || is_wildcard(bind_ep), 0};
   if (!listener || lib_->rdma_listen(id, 128) != 0) {
     *why = listener ? "rdma_listen failed" : "out of memory";
-    delete listener;
+    free_listener(listener);
     lib_->rdma_destroy_id(id);
     return nullptr;
+  }
+  if (for_children) {
+    // Without them a forked child's connections on this listener stay on TCP (with the
+    // reason); this process's own are not affected.
+    listener->redirects = RedirectTable::create();
+    listener->owner_bell = real().fcntl(bell_, F_DUPFD_CLOEXEC, 0);
+    internal_fds::add(listener->owner_bell);
   }
   std::lock_guard lock(lock_);
   try {
     listeners_.push_back(listener);
   } catch (...) {
     *why = "out of memory";
-    delete listener;
+    free_listener(listener);
     lib_->rdma_destroy_id(id);
     return nullptr;
   }
   return listener;
 }
 
+void Cm::free_listener(Listener* l) noexcept {
+  if (!l) return;
+  RedirectTable::destroy(l->redirects);
+  if (l->owner_bell >= 0) internal_fds::close(l->owner_bell);
+  delete l;
+}
+
 void Cm::unlisten(void* handle) noexcept {
   auto* listener = static_cast<Listener*>(handle);
   if (!listener) return;
-  if (listener->owner != getpid()) {  // inherited over fork: the parent's to destroy
-    delete listener;
+  if (listener->owner != getpid()) {
+    // Inherited over fork: the listener is the parent's to destroy; this process's own
+    // listener for redirects, its view of the table and its copy of the bell go.
+    if (Listener* own = listener->child_listener; own && own->owner == getpid()) unlisten(own);
+    free_listener(listener);
     return;
   }
   Cm& cm = *listener->cm;
@@ -554,7 +673,7 @@ void Cm::unlisten(void* handle) noexcept {
   }
   ReentryGuard guard;
   if (id) cm.lib_->rdma_destroy_id(id);
-  delete listener;
+  free_listener(listener);
 }
 
 bool Cm::listens_here(const void* handle) noexcept {

@@ -19,6 +19,7 @@
 #include "stats_layout.hpp"
 #include "verbs_lib.hpp"
 #include "verbs_pool.hpp"
+#include "verbs_redirect.hpp"
 #include "verbs_wire.hpp"
 
 namespace fastsock::verbs {
@@ -38,6 +39,10 @@ class CmClient {
   // Connector: the acceptor's answer (its private data); the connection is to be made
   // ready and established (rdma_establish), or failed.
   virtual void on_connect_response(const void* private_data, uint8_t len) noexcept = 0;
+  // Connector: the listener's process did not accept the connection and redirects the
+  // request to `port` (a pre-forking server's child: verbs_redirect.hpp). Connect there
+  // (Cm::connect on the same address), or return -errno with `why`.
+  virtual int on_redirect(uint16_t port, const char** why) noexcept = 0;
   // Acceptor: the connection is up.
   virtual void on_established() noexcept = 0;
   virtual void on_failed(const char* why) noexcept = 0;  // static string
@@ -84,6 +89,11 @@ class Cm {
   // The listener was opened by this process, not inherited over fork: only then do the
   // connect requests for its accepted connections reach this process.
   static bool listens_here(const void* handle) noexcept;
+  // A listener inherited over fork (a pre-forking server's child accepted `key` on it):
+  // listens on a port of this process's own, if not yet, and asks the listening process
+  // to redirect the connection's request there (verbs_redirect.hpp). Call after
+  // add_acceptor. 0 or -errno with `why`.
+  int redirect_here(void* handle, const TcpKey& key, const char** why) noexcept;
 
   // Connector: starts resolving `dst` from `src`, the TCP connection's own address, so
   // that the request leaves from the address the acceptor knows the connector by
@@ -142,6 +152,11 @@ class Cm {
   // id from then on, whether it accepts or refuses.
   void offer(CmClient* client, rdma_cm_id* id, const ConnectData& data) noexcept;
   void expire_parked() noexcept;
+  // Under lock_: a child of this process published a redirect for the connection `key`:
+  // rejects the request on `id` with it and returns true (nobody holds the id then).
+  bool redirect(rdma_cm_id* id, const TcpKey& key) noexcept;
+  // Parked requests whose connection a child has accepted meanwhile: redirected.
+  void redirect_parked() noexcept;
   // Under lock_: an RDMA device is going away; `id` is one of ours on it. Returns an id
   // to destroy once the event is acknowledged.
   rdma_cm_id* device_removal(rdma_cm_id* id) noexcept;
@@ -170,7 +185,20 @@ class Cm {
     stats::Endpoint local;
     bool any_address;          // wildcard or loopback: listens on every RDMA address
     int64_t linger_until_ns;   // closed: destroyed when no accepted connection awaits it
+    // For the children it forks (verbs_redirect.hpp): the table they publish redirects
+    // in, and a descriptor of the owner's bell that they ring then. Null / -1 for a
+    // child's own listener.
+    RedirectTable* redirects = nullptr;
+    int owner_bell = -1;
+    // In a forked child only: the listener of the child's own where it is redirected to.
+    Listener* child_listener = nullptr;
   };
+  // A new listener on `local` (port 0: one the kernel picks); `for_children`: with a
+  // redirect table and bell (see Listener). Registered in listeners_.
+  Listener* open_listener(const stats::Endpoint& local, bool for_children,
+                          const char** why) noexcept;
+  // Frees a listener this process opened, its id already destroyed (or never made).
+  static void free_listener(Listener* l) noexcept;
   struct Waiting {  // an accepted TCP connection whose connect request has not arrived
     TcpKey key;
     CmClient* client;
@@ -185,6 +213,7 @@ class Cm {
   int bell_;  // eventfd: wakes the service (a closed listener to time)
   int always_ready_;
   std::mutex lock_;
+  std::mutex redirect_lock_;  // makes a child's own listener once (redirect_here)
   std::vector<Listener*> listeners_;  // under lock_: every live one, closing ones too
   std::vector<Listener*> closing_;  // under lock_
   std::vector<Parked> parked_;    // under lock_

@@ -333,7 +333,14 @@ int Conn::on_route(rdma_cm_id* id, const char** why) noexcept {
     *why = "the connection moved to TCP";
     return -ECANCELED;
   }
-  if (int rc = create_qp(id, why); rc != 0) return rc;
+  if (!qp_) {
+    if (int rc = create_qp(id, why); rc != 0) return rc;
+  } else if (!id->verbs || !context_ || id->verbs->device != context_->device) {
+    // After a redirect the queue pair made for the first attempt (still in INIT) is used
+    // again: the new port is on the same address, so on the same device.
+    *why = "the redirect leads to another RDMA device";
+    return -EXDEV;
+  }
   ConnectData data{};
   data.magic = htons(kWireMagic);
   data.version = kWireVersion;
@@ -399,6 +406,27 @@ void Conn::on_connect_response(const void* private_data, uint8_t len) noexcept {
     return;
   }
   established_locked();
+}
+
+int Conn::on_redirect(uint16_t port, const char** why) noexcept {
+  std::lock_guard lock(progress_lock_);
+  if (state() != State::connecting) {
+    *why = "the connection moved to TCP";
+    return -ECANCELED;
+  }
+  if (redirected_) {  // a second one would be a loop
+    *why = "the RDMA listener redirected the connection twice";
+    return -ELOOP;
+  }
+  redirected_ = true;
+  stats::Endpoint dst = key_.peer;
+  dst.port = port;
+  rdma_cm_id* id = nullptr;
+  if (const int rc = cm_.connect(this, key_.local, dst, &id, why); rc != 0) return rc;
+  LOG_DEBUG("fd=%d verbs: redirected to RDMA port %u (a forked child of the listener accepted "
+            "the connection)", log_fd_, unsigned(port));
+  id_ = id;  // the service destroys the old one
+  return 0;
 }
 
 void Conn::on_established() noexcept {

@@ -109,6 +109,7 @@ class Conn final : public CmClient {
   int on_route(rdma_cm_id* id, const char** why) noexcept override;
   int on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept override;
   void on_connect_response(const void* private_data, uint8_t len) noexcept override;
+  int on_redirect(uint16_t port, const char** why) noexcept override;
   void on_established() noexcept override;
   void on_failed(const char* why) noexcept override;
   void on_disconnected() noexcept override;
@@ -225,6 +226,7 @@ class Conn final : public CmClient {
   TcpKey key_{};
   uint64_t nonce_ = 0;
   bool acceptor_ = false;
+  bool redirected_ = false;  // connector: followed a listener's redirect (at most once)
   bool downgrade_unsent_ = false;  // moved to TCP while the link was coming up
   int log_fd_ = -1;
   std::atomic<bool> fallback_noted_{false};

@@ -68,11 +68,10 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
       return -ENOENT;
     }
     // A pre-forking server: the child accepts on the parent's socket, but the RDMA
-    // listener, and every connect request that arrives on it, is the parent's.
-    if (side == Side::server && !verbs::Cm::listens_here(listener->listen_state[kVerbs])) {
-      snprintf(why, why_len, "the listening socket was inherited over fork: its RDMA listener is the parent's");
-      return -ENOENT;
-    }
+    // listener, and every connect request that arrives on it, is the parent's, which
+    // redirects the request to a listener of this process (Cm::redirect_here).
+    const bool inherited =
+        side == Side::server && !verbs::Cm::listens_here(listener->listen_state[kVerbs]);
     if (!fd_budget::room_for_link(s.slot->fd)) {
       snprintf(why, why_len, "descriptors: half of RLIMIT_NOFILE in use, kept for the application");
       return -EMFILE;
@@ -108,6 +107,13 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
       snprintf(why, why_len, "%s (%s)", reason, strerrordesc_np(-rc));
       delete c;
       return rc;
+    }
+    if (inherited) {
+      if (const int err = cm->redirect_here(listener->listen_state[kVerbs], key, &reason); err < 0) {
+        snprintf(why, why_len, "the listening socket was inherited over fork: %s", reason);
+        delete c;
+        return err;
+      }
     }
     s.link_state = c;
     // Reported on tcp until the RDMA connection is up (carries_at_attach): the slot says

@@ -36,6 +36,19 @@ struct AcceptData {
 };
 static_assert(sizeof(AcceptData) == 16);
 
+// rdma_reject's private data from a listener whose process did not accept the connection
+// (a pre-forking server: verbs_redirect.hpp): connect again, to this RDMA port, where the
+// process that accepted it listens. A reject without it means no fastsock listener.
+struct RedirectData {
+  uint16_t magic;    // kWireMagic
+  uint8_t version;   // kWireVersion
+  uint8_t kind;      // kRedirect
+  uint16_t port;     // big-endian
+  uint8_t reserved[2];
+};
+static_assert(sizeof(RedirectData) == 8);
+inline constexpr uint8_t kRedirect = 1;
+
 // Queue-pair messages are SEND_WITH_IMM. The immediate (big-endian on the wire) is
 //   bits 31..24  message type
 //   bits 23..0   receive slots the sender freed since its last message (credits returned)
