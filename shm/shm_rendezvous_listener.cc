@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <ctime>
 #include <new>
 
 #include "internal_fds.hpp"
+#include "link_io.hpp"
 #include "real.hpp"
 #include "shm_pool.hpp"
 #include "shm_rendezvous.hpp"
@@ -50,12 +50,6 @@ namespace {
 
 constexpr const char* kNoSockDiag =
     "cannot identify the peer's socket: NETLINK_SOCK_DIAG for TCP unavailable";
-
-int64_t monotonic_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 MatchResult not_fastsock(const char* why) noexcept {
   MatchResult r;
@@ -487,9 +481,9 @@ int Listener::wait_for_wheres(const Want& want) noexcept {
       any = true;
     }
   }
-  const int64_t end = monotonic_ns() + where_wait_ns_;
+  const int64_t end = link_io::now_ns() + where_wait_ns_;
   while (any) {
-    const int64_t left = end - monotonic_ns();
+    const int64_t left = end - link_io::now_ns();
     if (left <= 0) break;
     const int n = real().epoll_wait(epoll_fd_, events_, capacity_ + 1,
                                     int((left + 999'999) / 1'000'000));
