@@ -513,6 +513,8 @@ Config config_from(EnvLookup env, std::string_view rules_text) {
     if (!parse_bool(v, c.stats_enabled, e)) report("FASTSOCK_STATS", e);
   if (const char* v = env("FASTSOCK_ZEROCOPY"))
     if (!parse_bool(v, c.zerocopy, e)) report("FASTSOCK_ZEROCOPY", e);
+  if (const char* v = env("FASTSOCK_VERBS_ZERO_COPY"))
+    if (!parse_bool(v, c.verbs_zero_copy, e)) report("FASTSOCK_VERBS_ZERO_COPY", e);
   if (const char* v = env("FASTSOCK_FD_BUDGET"))
     if (!parse_bool(v, c.fd_budget, e)) report("FASTSOCK_FD_BUDGET", e);
   if (const char* v = env("FASTSOCK_RULES")) {

@@ -68,6 +68,7 @@ struct Config {
   uint32_t shm_ring_max = kDefaultShmRingMax;
   bool stats_enabled = true;    // publish /dev/shm/fastsock-stats.<pid> for `fastsock stat`
   bool zerocopy = false;        // MSG_ZEROCOPY for large typed sends on TCP (api_zerocopy.hpp)
+  bool verbs_zero_copy = true;  // large blocking sends on the verbs link from the caller's buffer
   bool fd_budget = true;        // links with descriptors of their own leave half (fd_budget.hpp)
   std::string rules_path;       // empty: no rules file
   std::vector<Rule> rules;

@@ -37,6 +37,9 @@ constexpr uint32_t kMaxInline = 64;
 // registers 16 KiB for them, not 256 KiB. The first larger send that finds every message
 // acknowledged moves to full-size slots (grow_send_slots).
 constexpr uint32_t kFirstSendSlotBytes = 1024;
+// A blocking send of at least this many bytes goes zero-copy (docs/verbs.md, "Zero-copy
+// sends"): registering is worth it only over several full messages.
+constexpr size_t kZeroCopyMin = 64 * 1024;
 // How long a closing end waits for its last messages to reach the peer before the TCP FIN
 // (which must not overtake them) goes out.
 constexpr int64_t kCloseWaitNs = 1'000'000'000;
@@ -88,6 +91,7 @@ Conn::~Conn() {
   end_room_wait();
   destroy_resources();
   delete[] stage_len_;
+  delete[] zc_;
   delete[] rx_fifo_;
 }
 
@@ -249,8 +253,9 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   const size_t bytes = size_t(options_.slots) * send_slot_bytes_;
   if (posix_memalign(reinterpret_cast<void**>(&buffers_), 4096, bytes) != 0) buffers_ = nullptr;
   stage_len_ = new (std::nothrow) uint32_t[options_.slots]();
+  zc_ = new (std::nothrow) ZeroCopySlot[options_.slots]();
   rx_fifo_ = new (std::nothrow) RxEntry[recv_slots_]();
-  if (!buffers_ || !stage_len_ || !rx_fifo_) {
+  if (!buffers_ || !stage_len_ || !zc_ || !rx_fifo_) {
     *why = "out of memory";
     return -ENOMEM;
   }
@@ -481,6 +486,7 @@ void Conn::post_failed(const char* what, int rc) noexcept {
 
 // Progress lock held (or the connection not shared yet).
 void Conn::fail(const char* why) noexcept {
+  if (!link_error_) LOG_DEBUG("fd=%d verbs: the link fails: %s", log_fd_, why);
   link_error_ = true;
   end_room_wait();
   wake_waiters();
@@ -578,15 +584,22 @@ int Conn::post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept 
   wr.imm_data = htonl(make_imm(type, take_credits()));
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(qp_, &wr, &bad);
-  if (rc == 0) ++sends_in_flight_;
+  if (rc == 0) {
+    ++sends_in_flight_;
+    ++sends_posted_;
+  }
   return rc;
 }
 
 int Conn::post_data(uint32_t stage_slot, uint32_t len) noexcept {
+  return post_data(stage_slot, len, buffers_ + size_t(stage_slot) * send_slot_bytes_, mr_->lkey);
+}
+
+int Conn::post_data(uint32_t stage_slot, uint32_t len, const uint8_t* src,
+                    uint32_t lkey) noexcept {
   if (!qp_) return ENODEV;  // the device was removed
   if (sq_full()) return -EAGAIN;
-  uint8_t* src = buffers_ + size_t(stage_slot) * send_slot_bytes_;
-  ibv_sge sge{reinterpret_cast<uintptr_t>(src), len, mr_->lkey};
+  ibv_sge sge{reinterpret_cast<uintptr_t>(src), len, lkey};
   ibv_send_wr wr{};
   wr.wr_id = kWrData | stage_slot;
   wr.sg_list = &sge;
@@ -596,8 +609,78 @@ int Conn::post_data(uint32_t stage_slot, uint32_t len) noexcept {
   wr.imm_data = htonl(make_imm(Msg::data, take_credits()));
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(qp_, &wr, &bad);
-  if (rc == 0) ++sends_in_flight_;
+  if (rc == 0) {
+    ++sends_in_flight_;
+    ++sends_posted_;
+  }
   return rc;
+}
+
+bool Conn::zero_copy_source(IovCursor& in, uint32_t len, uint32_t slot) noexcept {
+  iovec piece, rest;
+  size_t covered = 0, rest_len = 0;
+  if (in.slice(len, &piece, 1, &covered) != 1 || covered != len) return false;
+  (void)in.slice(SIZE_MAX, &rest, 1, &rest_len);  // to the end of this piece of the array
+  const auto* from = static_cast<const uint8_t*>(piece.iov_base);
+  const RegCache::Ref ref = RegCache::get().acquire(lib_, pd_, from, len, from + rest_len);
+  if (!ref.mr) return false;
+  in.advance(len);
+  zc_[slot] = ZeroCopySlot{from, ref};
+  if (!zc_pending_ && zc_bytes_ == 0)
+    LOG_DEBUG("fd=%d verbs: zero-copy sends from the application's buffers", log_fd_);
+  zc_pending_ = true;
+  zc_bytes_ += len;
+  return true;
+}
+
+const uint8_t* Conn::sent_bytes(uint32_t slot) const noexcept {
+  if (zc_ && zc_[slot].src) return zc_[slot].src;
+  return buffers_ + size_t(slot) * send_slot_bytes_;
+}
+
+bool Conn::zero_copy_sent() const noexcept {
+  return sends_done_ >= zc_last_post_ || !qp_ || !cq_;
+}
+
+void Conn::settle_zero_copy(int fd, Deadline& deadline) noexcept {
+  if (!zc_pending_) return;
+  // The device may read the application's bytes until their send completes; a queue pair
+  // in error flushes its sends at once. Bounded all the same: send() must return.
+  const int64_t give_up = now_ns() + kCloseWaitNs;
+  for (;;) {
+    {
+      std::lock_guard lock(progress_lock_);
+      progress_locked();
+      if (zero_copy_sent()) break;
+    }
+    if (now_ns() >= give_up) {
+      std::lock_guard lock(progress_lock_);
+      fail("zero-copy sends did not complete");
+      break;
+    }
+    (void)wait(fd, WaitFor::sent, deadline, now_ns() + 10'000'000);
+  }
+  std::lock_guard lock(progress_lock_);
+  for (uint64_t msg = stage_acked_; msg < stage_head_; ++msg) {
+    const uint32_t slot = uint32_t(msg % options_.slots);
+    if (!zc_[slot].src) continue;
+    memcpy(buffers_ + size_t(slot) * send_slot_bytes_, zc_[slot].src, stage_len_[slot]);
+    zc_copied_aside_ += stage_len_[slot];
+  }
+  for (uint32_t slot = 0; slot < options_.slots; ++slot) {
+    if (zc_[slot].ref.mr) RegCache::get().release(lib_, zc_[slot].ref);
+    zc_[slot] = ZeroCopySlot{};
+  }
+  zc_pending_ = false;
+}
+
+void Conn::copy_aside_after_fork() noexcept {
+  if (!zc_ || !zc_pending_) return;
+  for (uint32_t slot = 0; slot < options_.slots; ++slot) {
+    if (zc_[slot].src) memcpy(buffers_ + size_t(slot) * send_slot_bytes_, zc_[slot].src, stage_len_[slot]);
+    zc_[slot] = ZeroCopySlot{};
+  }
+  zc_pending_ = false;
 }
 
 uint32_t Conn::credits_available() const noexcept {
@@ -682,7 +765,10 @@ void Conn::progress_locked() noexcept {
       if (recv && pool_ && pool_->valid(uint32_t(wc[i].wr_id))) pool_->taken();
       if (wc[i].status != IBV_WC_SUCCESS) {
         // An error completion's opcode is undefined: wr_id says whether it was a send.
-        if (!recv) --sends_in_flight_;
+        if (!recv) {
+          --sends_in_flight_;
+          ++sends_done_;
+        }
         else if (pool_ && pool_->valid(uint32_t(wc[i].wr_id))) (void)post_recv(uint32_t(wc[i].wr_id));
         // A refused connect flushes the posted receives, often before the CM thread has
         // handled the REJECTED/UNREACHABLE event that says why: that event (or the
@@ -706,6 +792,7 @@ void Conn::progress_locked() noexcept {
         on_recv(slot, ntohl(wc[i].imm_data), wc[i].byte_len);
       } else {
         --sends_in_flight_;
+        ++sends_done_;
         if ((wc[i].wr_id >> 32) == (kWrSwitch >> 32)) switch_confirmed_ = true;
       }
     }
@@ -743,6 +830,7 @@ bool Conn::ready_for(WaitFor what, bool tcp_tx, bool failed) noexcept {
     if (rx_on_tcp()) return false;  // the TCP socket is watched for that
     return rx_head_ != rx_tail_ || peer_fin_ || peer_left_;
   }
+  if (what == WaitFor::sent) return zero_copy_sent();
   const bool on_tcp = !tx_switched_ || tx_back_on_tcp_;
   return on_tcp != tcp_tx || (!on_tcp && can_post_data());
 }
@@ -1024,7 +1112,7 @@ int Conn::serve_resend(int fd, bool nb, bool sending) noexcept {
       pos += stage_len_[msg++ % options_.slots];
     const uint32_t slot = uint32_t(msg % options_.slots);
     const size_t skip = size_t(resend_from_ - pos);
-    const uint8_t* data = buffers_ + size_t(slot) * send_slot_bytes_ + skip;
+    const uint8_t* data = sent_bytes(slot) + skip;
     const size_t len = stage_len_[slot] - skip;
     const ssize_t n = real().send(fd, data, len, MSG_NOSIGNAL | (nb ? MSG_DONTWAIT : 0));
     if (n < 0) {
@@ -1038,9 +1126,16 @@ int Conn::serve_resend(int fd, bool nb, bool sending) noexcept {
 
 ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
   std::lock_guard tx(tx_lock_);
+  Deadline deadline(SO_SNDTIMEO, mode_);
+  const ssize_t rc = send_locked(fd, iov, iovcnt, flags, deadline);
+  settle_zero_copy(fd, deadline);
+  return rc;
+}
+
+ssize_t Conn::send_locked(int fd, const iovec* iov, int iovcnt, int flags, Deadline& deadline) {
   const size_t total = iov_total(iov, iovcnt);
   size_t sent = 0;
-  Deadline deadline(SO_SNDTIMEO, mode_);
+  bool zero_copy = options_.zero_copy && total >= kZeroCopyMin && !nonblocking(fd, flags, mode_);
   for (;;) {
     bool to_tcp;
     {
@@ -1076,12 +1171,20 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
         while (sent < total && can_post_data()) {
           const uint32_t slot = uint32_t(stage_head_ % options_.slots);
           const uint32_t len = uint32_t(std::min<size_t>(total - sent, send_slot_bytes_));
-          in.gather(buffers_ + size_t(slot) * send_slot_bytes_, len);
+          // Zero-copy in full-size messages only (the small first slots are for small sends).
+          const bool zc = zero_copy && len == options_.slot_bytes && zero_copy_source(in, len, slot);
+          if (!zc) {
+            zero_copy = false;  // not registrable: the rest of this call copies
+            in.gather(buffers_ + size_t(slot) * send_slot_bytes_, len);
+          }
           stage_len_[slot] = len;
-          if (const int rc = post_data(slot, len); rc != 0) {
+          const int rc = zc ? post_data(slot, len, zc_[slot].src, zc_[slot].ref.mr->lkey)
+                            : post_data(slot, len);
+          if (rc != 0) {
             post_failed("data", rc);
             return sent ? ssize_t(sent) : -ECONNRESET;
           }
+          if (zc) zc_last_post_ = sends_posted_;
           ++stage_head_;
           link_sent_ += len;
           sent += len;
@@ -1419,6 +1522,16 @@ void Conn::close(int fd) noexcept {
     if ((rc != 0 && rc != -EAGAIN) || now_ns() > resend_end) break;
     pollfd p{fd, POLLOUT, 0};
     (void)real().poll(&p, 1, 10);
+  }
+  if (zc_bytes_ > 0) {
+    const RegCache::Counters c = RegCache::get().counters();
+    LOG_DEBUG("fd=%d verbs: %llu bytes sent zero-copy, %llu of them copied aside at the send's "
+              "return; the process's registration cache: %llu hits, %llu registrations, "
+              "%llu invalidated", log_fd_, static_cast<unsigned long long>(zc_bytes_),
+              static_cast<unsigned long long>(zc_copied_aside_),
+              static_cast<unsigned long long>(c.hits),
+              static_cast<unsigned long long>(c.registrations),
+              static_cast<unsigned long long>(c.invalidated));
   }
   if (id_ && getpid() == owner_pid_ && !link_error_) {
     ReentryGuard guard;

@@ -13,9 +13,11 @@
 //   the queue pair; each receiver reads TCP up to the peer's switch offset, then the queue
 //   pair. Nothing is ever added to the TCP stream.
 //
-// Small and large messages are copied into registered slots and delivered with
-// SEND_WITH_IMM into the receiver's pool of slots, shared by the process's connections on
-// the device (verbs_pool.hpp). A sender may have `slots` data messages unconsumed by the
+// Messages are delivered with SEND_WITH_IMM into the receiver's pool of slots, shared by the
+// process's connections on the device (verbs_pool.hpp). A sender copies them into
+// registered slots of its own, except in a large blocking send, which sends straight from
+// the application's buffer (zero-copy, registered through verbs_regcache.hpp) and copies
+// into the slots only what the peer has not consumed when the call returns. A sender may have `slots` data messages unconsumed by the
 // receiver: its credits, returned in the immediate of every message or in a `credit`
 // message. A sent slot stays untouched until the peer has consumed it, so a downgrade can
 // resend from it.
@@ -36,8 +38,10 @@
 #include <cstdint>
 #include <mutex>
 
+#include "iov_cursor.hpp"
 #include "link_io.hpp"
 #include "verbs_cm.hpp"
+#include "verbs_regcache.hpp"
 #include "verbs_wire.hpp"
 
 namespace fastsock::verbs {
@@ -46,6 +50,7 @@ struct ConnOptions {
   uint32_t slots;       // receive slots (= send credits) per direction
   uint32_t slot_bytes;  // bytes per slot
   uint32_t spin_us;     // busy-wait budget before sleeping
+  bool zero_copy;       // large blocking sends from the application's buffer (FASTSOCK_VERBS_ZERO_COPY)
 };
 
 class Conn final : public CmClient {
@@ -115,10 +120,13 @@ class Conn final : public CmClient {
   void on_disconnected() noexcept override;
   rdma_cm_id* on_device_removal() noexcept override;
   void on_pool_low(bool copy_out) noexcept override;
-  void forget_after_fork() noexcept override { forget_device_resources(); }
+  void forget_after_fork() noexcept override {
+    copy_aside_after_fork();
+    forget_device_resources();
+  }
 
  private:
-  enum class WaitFor : uint8_t { data, space };
+  enum class WaitFor : uint8_t { data, space, sent };
   // Creates the queue pair and its resources on this process's context of id's device,
   // ready to receive (INIT, receives posted). 0 or -errno with `why`.
   int create_qp(rdma_cm_id* id, const char** why) noexcept;
@@ -159,7 +167,27 @@ class Conn final : public CmClient {
   void reclaim_completions() noexcept;
   // Posts a message of `type` with `payload` (inline) or a data slot. Progress lock held.
   int post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept;
-  int post_data(uint32_t stage_slot, uint32_t len) noexcept;
+  int post_data(uint32_t stage_slot, uint32_t len) noexcept;  // from its slot
+  // A zero-copy message: sent from the application's bytes at `src`, registered (`lkey`).
+  int post_data(uint32_t stage_slot, uint32_t len, const uint8_t* src, uint32_t lkey) noexcept;
+  // A zero-copy send's next `len` bytes, if they lie in one piece of the caller's array and
+  // can be registered: true, the cursor past them, where they are and their registration
+  // in zc_[slot]. False: copy them.
+  bool zero_copy_source(IovCursor& in, uint32_t len, uint32_t slot) noexcept;
+  // Before send() returns: waits until the device has sent every zero-copy message, then
+  // copies those the peer has not consumed into their slots (a resend reads them there)
+  // and gives the registrations back.
+  void settle_zero_copy(int fd, link_io::Deadline& deadline) noexcept;
+  // Where a sent message's bytes are: its slot, or still the application's buffer.
+  const uint8_t* sent_bytes(uint32_t slot) const noexcept;
+  // Every zero-copy message's send completed (or the queue pair is gone). Progress lock.
+  bool zero_copy_sent() const noexcept;
+  // send() under tx_lock_, without the zero-copy settling.
+  ssize_t send_locked(int fd, const iovec* iov, int iovcnt, int flags,
+                      link_io::Deadline& deadline);
+  // A forked child: the sending thread is gone, the bytes it was sending are in the child's
+  // copy of the memory; they go into the slots now (no registration is the child's).
+  void copy_aside_after_fork() noexcept;
   // Moves to full-size send slots (every message sent is acknowledged: nothing in the
   // small ones is needed for a resend). Progress lock held.
   void grow_send_slots() noexcept;
@@ -270,6 +298,17 @@ class Conn final : public CmClient {
   uint64_t acked_bytes_ = 0;     // link bytes in those messages
   uint32_t* stage_len_ = nullptr;
   uint32_t sends_in_flight_ = 0;  // posted sends whose completion is not taken yet
+  uint64_t sends_posted_ = 0, sends_done_ = 0;  // all time (completions in order, RC)
+  // Zero-copy messages of the send under way (tx_lock_): the application's bytes of each
+  // slot not copied into it yet, and their registration.
+  struct ZeroCopySlot {
+    const uint8_t* src = nullptr;
+    RegCache::Ref ref;
+  };
+  ZeroCopySlot* zc_ = nullptr;
+  bool zc_pending_ = false;
+  uint64_t zc_last_post_ = 0;     // sends_posted_ after the last zero-copy message
+  uint64_t zc_bytes_ = 0, zc_copied_aside_ = 0;  // for the debug line at close
   uint32_t max_send_wr_ = 0;
   bool resend_due_ = false;
   uint64_t resend_from_ = 0;     // the peer consumed this many of our link bytes

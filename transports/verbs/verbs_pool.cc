@@ -7,6 +7,7 @@
 
 #include "guard.hpp"
 #include "log.hpp"
+#include "verbs_regcache.hpp"
 
 namespace fastsock::verbs {
 
@@ -49,6 +50,7 @@ RecvPool* RecvPool::create(const Lib& lib, ibv_context* context, uint32_t slot_b
 }
 
 void RecvPool::destroy() noexcept {
+  RegCache::get().drop_pd(lib_, pd_);  // the application's buffers registered in our domain
   ReentryGuard guard;
   if (srq_) lib_.ibv_destroy_srq(srq_);
   for (uint32_t i = 0; i < kMaxChunks; ++i) {

@@ -1,0 +1,187 @@
+// Exported hooks of the calls that give memory back or replace its pages (src/mem_watch.hpp):
+// each reports the range it is about to change, then does exactly what the next definition
+// (the allocator's, or libc's) does. While no registration is cached, the report is one
+// relaxed load.
+#include <dlfcn.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdint>
+
+#include "hook.hpp"
+#include "mem_watch.hpp"
+
+namespace {
+
+using namespace fastsock;
+
+// The next definition of `name`, resolved on first use. dlsym may itself free or realloc a
+// block (its error state): a call made while its own resolution is under way gets nullptr,
+// and free then leaves that block allocated — once per process, a few bytes.
+template <typename Fn>
+class Next {
+ public:
+  explicit constexpr Next(const char* name) : name_(name) {}
+  Fn get() noexcept {
+    if (Fn f = fn_.load(std::memory_order_acquire)) return f;
+    if (resolving_.exchange(true, std::memory_order_acq_rel)) return nullptr;
+    Fn f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name_));
+    fn_.store(f, std::memory_order_release);
+    resolving_.store(false, std::memory_order_release);
+    return f;
+  }
+
+ private:
+  const char* name_;
+  std::atomic<Fn> fn_{nullptr};
+  std::atomic<bool> resolving_{false};
+};
+
+Next<void (*)(void*)> next_free("free");
+Next<void* (*)(void*, size_t)> next_realloc("realloc");
+Next<void* (*)(void*, size_t, size_t)> next_reallocarray("reallocarray");
+Next<size_t (*)(void*)> next_usable_size("malloc_usable_size");
+Next<int (*)(void*, size_t)> next_munmap("munmap");
+Next<void* (*)(void*, size_t, size_t, int, ...)> next_mremap("mremap");
+Next<int (*)(void*, size_t, int)> next_madvise("madvise");
+Next<void* (*)(void*, size_t, int, int, int, off_t)> next_mmap("mmap");
+Next<void* (*)(void*, size_t, int, int, int, off64_t)> next_mmap64("mmap64");
+Next<int (*)(const void*)> next_shmdt("shmdt");
+Next<int (*)(void*)> next_brk("brk");
+Next<void* (*)(intptr_t)> next_sbrk("sbrk");
+
+// A heap block about to be freed or moved: the allocator may give its pages back.
+void block_changing(void* p) noexcept {
+  if (!p || !mem_watch::active()) return;
+  if (auto usable = next_usable_size.get()) mem_watch::changing(p, usable(p));
+}
+
+size_t page_rounded(size_t len) noexcept {
+  static const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  return (len + page - 1) & ~(page - 1);
+}
+
+// The advice that drops or replaces a range's pages (the next touch maps other ones).
+bool replaces_pages(int advice) noexcept {
+  switch (advice) {
+    case MADV_DONTNEED:
+    case MADV_FREE:
+    case MADV_REMOVE:
+#ifdef MADV_DONTNEED_LOCKED
+    case MADV_DONTNEED_LOCKED:
+#endif
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+extern "C" void* fastsock_hooked_free_address() { return reinterpret_cast<void*>(&free); }
+
+FASTSOCK_HOOK void free(void* p) noexcept {
+  block_changing(p);
+  if (auto f = next_free.get()) f(p);
+}
+
+FASTSOCK_HOOK void* realloc(void* p, size_t size) noexcept {
+  block_changing(p);
+  if (auto f = next_realloc.get()) return f(p, size);
+  errno = ENOMEM;
+  return nullptr;
+}
+
+FASTSOCK_HOOK void* reallocarray(void* p, size_t n, size_t size) noexcept {
+  block_changing(p);
+  if (auto f = next_reallocarray.get()) return f(p, n, size);
+  errno = ENOMEM;
+  return nullptr;
+}
+
+FASTSOCK_HOOK int munmap(void* addr, size_t len) noexcept {
+  mem_watch::changing(addr, page_rounded(len));
+  if (auto f = next_munmap.get()) return f(addr, len);
+  errno = ENOSYS;
+  return -1;
+}
+
+FASTSOCK_HOOK void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...) noexcept {
+  void* target = nullptr;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    target = va_arg(ap, void*);
+    va_end(ap);
+    mem_watch::changing(target, page_rounded(new_len));
+  }
+  mem_watch::changing(old, page_rounded(old_len));
+  auto f = next_mremap.get();
+  if (!f) {
+    errno = ENOSYS;
+    return MAP_FAILED;
+  }
+  return (flags & MREMAP_FIXED) ? f(old, old_len, new_len, flags, target)
+                                : f(old, old_len, new_len, flags);
+}
+
+FASTSOCK_HOOK int madvise(void* addr, size_t len, int advice) noexcept {
+  if (replaces_pages(advice)) mem_watch::changing(addr, page_rounded(len));
+  if (auto f = next_madvise.get()) return f(addr, len, advice);
+  errno = ENOSYS;
+  return -1;
+}
+
+FASTSOCK_HOOK void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) noexcept {
+  if (flags & MAP_FIXED) mem_watch::changing(addr, page_rounded(len));
+  if (auto f = next_mmap.get()) return f(addr, len, prot, flags, fd, off);
+  errno = ENOSYS;
+  return MAP_FAILED;
+}
+
+FASTSOCK_HOOK void* mmap64(void* addr, size_t len, int prot, int flags, int fd,
+                           off64_t off) noexcept {
+  if (flags & MAP_FIXED) mem_watch::changing(addr, page_rounded(len));
+  if (auto f = next_mmap64.get()) return f(addr, len, prot, flags, fd, off);
+  errno = ENOSYS;
+  return MAP_FAILED;
+}
+
+// The segment's size is not known here: everything from its address on counts as changed.
+FASTSOCK_HOOK int shmdt(const void* addr) noexcept {
+  mem_watch::changing(reinterpret_cast<uintptr_t>(addr), UINTPTR_MAX);
+  if (auto f = next_shmdt.get()) return f(addr);
+  errno = ENOSYS;
+  return -1;
+}
+
+FASTSOCK_HOOK int brk(void* end) noexcept {
+  auto sb = next_sbrk.get();
+  if (sb) {
+    const auto now = reinterpret_cast<uintptr_t>(sb(0));
+    const auto to = reinterpret_cast<uintptr_t>(end);
+    if (to < now) mem_watch::changing(to, now);
+  }
+  if (auto f = next_brk.get()) return f(end);
+  errno = ENOMEM;
+  return -1;
+}
+
+FASTSOCK_HOOK void* sbrk(intptr_t increment) noexcept {
+  auto f = next_sbrk.get();
+  if (!f) {
+    errno = ENOMEM;
+    return reinterpret_cast<void*>(-1);
+  }
+  if (increment < 0) {
+    const auto now = reinterpret_cast<uintptr_t>(f(0));
+    mem_watch::changing(now - uintptr_t(-increment), now);
+  }
+  return f(increment);
+}

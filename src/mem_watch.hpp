@@ -1,0 +1,44 @@
+// Tells a registration cache (transports/verbs/verbs_regcache.hpp) when the process gives
+// memory back or replaces its pages: free, realloc, munmap, mremap, madvise, mmap with
+// MAP_FIXED, shmdt, brk and sbrk are hooked (preload/hooks_memory.cc) and report the range
+// they are about to change. A registration pins the pages a range had when it was made; if
+// the range is unmapped and something else is mapped there, sending from the registration
+// would send the old pages. The hooks cost one relaxed load per call while nothing is
+// watched, and a range check against the watched span otherwise.
+//
+// Why free and realloc: glibc's allocator unmaps, remaps and trims (munmap, mremap, sbrk,
+// MADV_DONTNEED) through internal calls that no hook of munmap sees. Every byte it gives
+// back passed through free or realloc first, so a range freed there is reported as changed.
+// That holds only when the process's free is the library's: a program whose allocator is
+// linked into its executable, or an earlier preload defining free (AddressSanitizer), frees
+// where no hook sees; `frees_watched()` says so and the cache then keeps nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fastsock::mem_watch {
+
+// Called with [lo, hi) before that range is given back or its pages replaced. Must not
+// allocate, lock or log: it runs inside free and munmap, possibly from a signal handler.
+using Callback = void (*)(uintptr_t lo, uintptr_t hi) noexcept;
+
+// Sets the callback (once per process; later calls with another one are ignored).
+void watch(Callback cb) noexcept;
+// The callback is told about changes overlapping [lo, hi) from now on (the watched span
+// only grows, until reset()).
+void widen(uintptr_t lo, uintptr_t hi) noexcept;
+// Nothing is watched any more (the cache holds no registration).
+void reset() noexcept;
+// Whether a callback is set: the hooks skip their own work (a heap block's size) otherwise.
+bool active() noexcept;
+// The hooks' entry: [lo, hi) is about to change.
+void changing(uintptr_t lo, uintptr_t hi) noexcept;
+inline void changing(const void* addr, size_t len) noexcept {
+  const auto lo = reinterpret_cast<uintptr_t>(addr);
+  changing(lo, lo + len);
+}
+// Whether this process's free() is the library's hook (see above).
+bool frees_watched() noexcept;
+
+}  // namespace fastsock::mem_watch
