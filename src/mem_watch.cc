@@ -10,9 +10,13 @@ extern "C" void* fastsock_hooked_free_address() __attribute__((weak));
 
 namespace fastsock::mem_watch {
 
+namespace detail {
+std::atomic<Callback> g_callback{nullptr};
+}  // namespace detail
+
 namespace {
 
-std::atomic<Callback> g_callback{nullptr};
+using detail::g_callback;
 std::atomic<uintptr_t> g_lo{UINTPTR_MAX}, g_hi{0};  // empty while lo >= hi
 
 }  // namespace
@@ -35,8 +39,6 @@ void reset() noexcept {
   g_hi.store(0, std::memory_order_seq_cst);
   g_lo.store(UINTPTR_MAX, std::memory_order_seq_cst);
 }
-
-bool active() noexcept { return g_callback.load(std::memory_order_relaxed) != nullptr; }
 
 void changing(uintptr_t lo, uintptr_t hi) noexcept {
   const Callback cb = g_callback.load(std::memory_order_relaxed);

@@ -14,6 +14,7 @@
 // where no hook sees; `frees_watched()` says so and the cache then keeps nothing.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -30,8 +31,14 @@ void watch(Callback cb) noexcept;
 void widen(uintptr_t lo, uintptr_t hi) noexcept;
 // Nothing is watched any more (the cache holds no registration).
 void reset() noexcept;
+namespace detail {
+extern std::atomic<Callback> g_callback;
+}
 // Whether a callback is set: the hooks skip their own work (a heap block's size) otherwise.
-bool active() noexcept;
+// Inline: it is all that free() adds while nothing is watched.
+inline bool active() noexcept {
+  return detail::g_callback.load(std::memory_order_relaxed) != nullptr;
+}
 // The hooks' entry: [lo, hi) is about to change.
 void changing(uintptr_t lo, uintptr_t hi) noexcept;
 inline void changing(const void* addr, size_t len) noexcept {
