@@ -190,7 +190,25 @@ Cm* Cm::start(const char** why) noexcept {
 
 void Cm::fork_prepare() noexcept {
   g_start_lock.lock();
-  if (Cm* cm = g_cm.load(std::memory_order_acquire)) cm->lock_.lock();
+  if (Cm* cm = g_cm.load(std::memory_order_acquire)) {
+    cm->lock_.lock();
+    cm->prepare_redirects_locked();
+  }
+}
+
+// Without them a forked child's connections on a listener stay on TCP (with the reason);
+// this process's own are not affected. Made here, once, so that only a process that forks
+// pays the table (16 KiB) and the descriptor.
+void Cm::prepare_redirects_locked() noexcept {
+  const pid_t self = getpid();
+  for (Listener* l : listeners_) {
+    if (!l->for_children || l->owner != self || l->redirects) continue;
+    l->redirects = RedirectTable::create();
+    if (l->owner_bell < 0) {
+      l->owner_bell = real().fcntl(bell_, F_DUPFD_CLOEXEC, 0);
+      if (l->owner_bell >= 0) internal_fds::add(l->owner_bell);
+    }
+  }
 }
 
 void Cm::fork_parent() noexcept {
@@ -614,13 +632,7 @@ Cm::Listener* Cm::open_listener(const stats::Endpoint& local, bool for_children,
     lib_->rdma_destroy_id(id);
     return nullptr;
   }
-  if (for_children) {
-    // Without them a forked child's connections on this listener stay on TCP (with the
-    // reason); this process's own are not affected.
-    listener->redirects = RedirectTable::create();
-    listener->owner_bell = real().fcntl(bell_, F_DUPFD_CLOEXEC, 0);
-    internal_fds::add(listener->owner_bell);
-  }
+  listener->for_children = for_children;
   std::lock_guard lock(lock_);
   try {
     listeners_.push_back(listener);

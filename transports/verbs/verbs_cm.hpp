@@ -186,15 +186,20 @@ class Cm {
     bool any_address;          // wildcard or loopback: listens on every RDMA address
     int64_t linger_until_ns;   // closed: destroyed when no accepted connection awaits it
     // For the children it forks (verbs_redirect.hpp): the table they publish redirects
-    // in, and a descriptor of the owner's bell that they ring then. Null / -1 for a
-    // child's own listener.
+    // in, and a descriptor of the owner's bell that they ring then, made at the owner's
+    // first fork after listen() (fork_prepare), so a process that never forks has
+    // neither. Null / -1 for a child's own listener (`for_children` false).
+    bool for_children = false;
     RedirectTable* redirects = nullptr;
     int owner_bell = -1;
     // In a forked child only: the listener of the child's own where it is redirected to.
     Listener* child_listener = nullptr;
   };
-  // A new listener on `local` (port 0: one the kernel picks); `for_children`: with a
-  // redirect table and bell (see Listener). Registered in listeners_.
+  // A new listener on `local` (port 0: one the kernel picks); `for_children`: it gets a
+  // redirect table and bell before a fork (see Listener). Registered in listeners_.
+  // Before a fork (lock_ held): each of this process's listeners for children gets its
+  // redirect table and bell, if it has none yet.
+  void prepare_redirects_locked() noexcept;
   Listener* open_listener(const stats::Endpoint& local, bool for_children,
                           const char** why) noexcept;
   // Frees a listener this process opened, its id already destroyed (or never made).
