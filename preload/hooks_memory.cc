@@ -2,6 +2,12 @@
 // each reports the range it is about to change, then does exactly what the next definition
 // (the allocator's, or libc's) does. While no registration is cached, the report is one
 // relaxed load.
+//
+// These run from the first free of the process on, before any constructor and inside the
+// loader's own calls (dlsym frees its error state): until a callback is set they do only
+// plain loads and the lookup of the next definition, nothing a sanitizer instruments
+// (FASTSOCK_EARLY_SAFE) — an instrumented load before the sanitizer's runtime has set up
+// its shadow memory crashes.
 #include <dlfcn.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -9,7 +15,6 @@
 #include <sys/shm.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdint>
@@ -28,19 +33,19 @@ template <typename Fn>
 class Next {
  public:
   explicit constexpr Next(const char* name) : name_(name) {}
-  Fn get() noexcept {
-    if (Fn f = fn_.load(std::memory_order_acquire)) return f;
-    if (resolving_.exchange(true, std::memory_order_acq_rel)) return nullptr;
+  FASTSOCK_EARLY_SAFE Fn get() noexcept {
+    if (Fn f = __atomic_load_n(&fn_, __ATOMIC_ACQUIRE)) return f;
+    if (__atomic_exchange_n(&resolving_, true, __ATOMIC_ACQ_REL)) return nullptr;
     Fn f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name_));
-    fn_.store(f, std::memory_order_release);
-    resolving_.store(false, std::memory_order_release);
+    __atomic_store_n(&fn_, f, __ATOMIC_RELEASE);
+    __atomic_store_n(&resolving_, false, __ATOMIC_RELEASE);
     return f;
   }
 
  private:
   const char* name_;
-  std::atomic<Fn> fn_{nullptr};
-  std::atomic<bool> resolving_{false};
+  Fn fn_ = nullptr;        // __atomic builtins only (see above)
+  bool resolving_ = false;
 };
 
 Next<void (*)(void*)> next_free("free");
@@ -57,14 +62,16 @@ Next<int (*)(void*)> next_brk("brk");
 Next<void* (*)(intptr_t)> next_sbrk("sbrk");
 
 // A heap block about to be freed or moved: the allocator may give its pages back.
-void block_changing(void* p) noexcept {
+FASTSOCK_EARLY_SAFE void block_changing(void* p) noexcept {
   if (!p || !mem_watch::active()) return;
   if (auto usable = next_usable_size.get()) mem_watch::changing(p, usable(p));
 }
 
-size_t page_rounded(size_t len) noexcept {
+// [addr, addr + len rounded up to pages) is about to change (only once a callback is set).
+FASTSOCK_EARLY_SAFE void pages_changing(const void* addr, size_t len) noexcept {
+  if (!mem_watch::active()) return;
   static const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  return (len + page - 1) & ~(page - 1);
+  mem_watch::changing(addr, (len + page - 1) & ~(page - 1));
 }
 
 // The advice that drops or replaces a range's pages (the next touch maps other ones).
@@ -84,44 +91,45 @@ bool replaces_pages(int advice) noexcept {
 
 }  // namespace
 
-extern "C" void* fastsock_hooked_free_address() { return reinterpret_cast<void*>(&free); }
+// Marks the object that holds these hooks (mem_watch::frees_watched).
+extern "C" void fastsock_memory_hooks() {}
 
-FASTSOCK_HOOK void free(void* p) noexcept {
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE void free(void* p) noexcept {
   block_changing(p);
   if (auto f = next_free.get()) f(p);
 }
 
-FASTSOCK_HOOK void* realloc(void* p, size_t size) noexcept {
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE void* realloc(void* p, size_t size) noexcept {
   block_changing(p);
   if (auto f = next_realloc.get()) return f(p, size);
   errno = ENOMEM;
   return nullptr;
 }
 
-FASTSOCK_HOOK void* reallocarray(void* p, size_t n, size_t size) noexcept {
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE void* reallocarray(void* p, size_t n, size_t size) noexcept {
   block_changing(p);
   if (auto f = next_reallocarray.get()) return f(p, n, size);
   errno = ENOMEM;
   return nullptr;
 }
 
-FASTSOCK_HOOK int munmap(void* addr, size_t len) noexcept {
-  mem_watch::changing(addr, page_rounded(len));
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE int munmap(void* addr, size_t len) noexcept {
+  pages_changing(addr, len);
   if (auto f = next_munmap.get()) return f(addr, len);
   errno = ENOSYS;
   return -1;
 }
 
-FASTSOCK_HOOK void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...) noexcept {
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...) noexcept {
   void* target = nullptr;
   if (flags & MREMAP_FIXED) {
     va_list ap;
     va_start(ap, flags);
     target = va_arg(ap, void*);
     va_end(ap);
-    mem_watch::changing(target, page_rounded(new_len));
+    pages_changing(target, new_len);
   }
-  mem_watch::changing(old, page_rounded(old_len));
+  pages_changing(old, old_len);
   auto f = next_mremap.get();
   if (!f) {
     errno = ENOSYS;
@@ -131,55 +139,55 @@ FASTSOCK_HOOK void* mremap(void* old, size_t old_len, size_t new_len, int flags,
                                 : f(old, old_len, new_len, flags);
 }
 
-FASTSOCK_HOOK int madvise(void* addr, size_t len, int advice) noexcept {
-  if (replaces_pages(advice)) mem_watch::changing(addr, page_rounded(len));
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE int madvise(void* addr, size_t len, int advice) noexcept {
+  if (replaces_pages(advice)) pages_changing(addr, len);
   if (auto f = next_madvise.get()) return f(addr, len, advice);
   errno = ENOSYS;
   return -1;
 }
 
-FASTSOCK_HOOK void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) noexcept {
-  if (flags & MAP_FIXED) mem_watch::changing(addr, page_rounded(len));
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) noexcept {
+  if (flags & MAP_FIXED) pages_changing(addr, len);
   if (auto f = next_mmap.get()) return f(addr, len, prot, flags, fd, off);
   errno = ENOSYS;
   return MAP_FAILED;
 }
 
-FASTSOCK_HOOK void* mmap64(void* addr, size_t len, int prot, int flags, int fd,
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE void* mmap64(void* addr, size_t len, int prot, int flags, int fd,
                            off64_t off) noexcept {
-  if (flags & MAP_FIXED) mem_watch::changing(addr, page_rounded(len));
+  if (flags & MAP_FIXED) pages_changing(addr, len);
   if (auto f = next_mmap64.get()) return f(addr, len, prot, flags, fd, off);
   errno = ENOSYS;
   return MAP_FAILED;
 }
 
 // The segment's size is not known here: everything from its address on counts as changed.
-FASTSOCK_HOOK int shmdt(const void* addr) noexcept {
-  mem_watch::changing(reinterpret_cast<uintptr_t>(addr), UINTPTR_MAX);
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE int shmdt(const void* addr) noexcept {
+  if (mem_watch::active()) mem_watch::changing(reinterpret_cast<uintptr_t>(addr), UINTPTR_MAX);
   if (auto f = next_shmdt.get()) return f(addr);
   errno = ENOSYS;
   return -1;
 }
 
-FASTSOCK_HOOK int brk(void* end) noexcept {
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE int brk(void* end) noexcept {
   auto sb = next_sbrk.get();
   if (sb) {
     const auto now = reinterpret_cast<uintptr_t>(sb(0));
     const auto to = reinterpret_cast<uintptr_t>(end);
-    if (to < now) mem_watch::changing(to, now);
+    if (to < now && mem_watch::active()) mem_watch::changing(to, now);
   }
   if (auto f = next_brk.get()) return f(end);
   errno = ENOMEM;
   return -1;
 }
 
-FASTSOCK_HOOK void* sbrk(intptr_t increment) noexcept {
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE void* sbrk(intptr_t increment) noexcept {
   auto f = next_sbrk.get();
   if (!f) {
     errno = ENOMEM;
     return reinterpret_cast<void*>(-1);
   }
-  if (increment < 0) {
+  if (increment < 0 && mem_watch::active()) {
     const auto now = reinterpret_cast<uintptr_t>(f(0));
     mem_watch::changing(now - uintptr_t(-increment), now);
   }

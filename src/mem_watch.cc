@@ -4,14 +4,14 @@
 
 #include <atomic>
 
-// Defined by the preload library's memory hooks; absent (null) in the tools and unit tests,
-// whose frees nothing watches.
-extern "C" void* fastsock_hooked_free_address() __attribute__((weak));
+// Defined next to the preload library's memory hooks; absent (null) in the tools and unit
+// tests, whose frees nothing watches.
+extern "C" void fastsock_memory_hooks() __attribute__((weak));
 
 namespace fastsock::mem_watch {
 
 namespace detail {
-std::atomic<Callback> g_callback{nullptr};
+Callback g_callback = nullptr;
 }  // namespace detail
 
 namespace {
@@ -23,7 +23,8 @@ std::atomic<uintptr_t> g_lo{UINTPTR_MAX}, g_hi{0};  // empty while lo >= hi
 
 void watch(Callback cb) noexcept {
   Callback none = nullptr;
-  (void)g_callback.compare_exchange_strong(none, cb, std::memory_order_acq_rel);
+  (void)__atomic_compare_exchange_n(&g_callback, &none, cb, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
 }
 
 void widen(uintptr_t lo, uintptr_t hi) noexcept {
@@ -41,7 +42,7 @@ void reset() noexcept {
 }
 
 void changing(uintptr_t lo, uintptr_t hi) noexcept {
-  const Callback cb = g_callback.load(std::memory_order_relaxed);
+  const Callback cb = __atomic_load_n(&g_callback, __ATOMIC_ACQUIRE);
   if (!cb || hi <= lo) return;
   if (hi <= g_lo.load(std::memory_order_seq_cst) || lo >= g_hi.load(std::memory_order_seq_cst))
     return;
@@ -49,9 +50,15 @@ void changing(uintptr_t lo, uintptr_t hi) noexcept {
 }
 
 bool frees_watched() noexcept {
+  // The free every caller binds to is the first definition in the process's search order;
+  // it is ours if it lies in the object holding these hooks. (Comparing with &free here
+  // would not do: from inside the library, &free is that same first definition.)
   static const bool watched = [] {
-    if (!fastsock_hooked_free_address) return false;
-    return dlsym(RTLD_DEFAULT, "free") == fastsock_hooked_free_address();
+    if (!fastsock_memory_hooks) return false;
+    Dl_info used{}, ours{};
+    void* f = dlsym(RTLD_DEFAULT, "free");
+    return f && dladdr(f, &used) && dladdr(reinterpret_cast<void*>(&fastsock_memory_hooks), &ours) &&
+           used.dli_fbase == ours.dli_fbase;
   }();
   return watched;
 }

@@ -14,7 +14,6 @@
 // where no hook sees; `frees_watched()` says so and the cache then keeps nothing.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -31,13 +30,18 @@ void watch(Callback cb) noexcept;
 void widen(uintptr_t lo, uintptr_t hi) noexcept;
 // Nothing is watched any more (the cache holds no registration).
 void reset() noexcept;
+// The hooks may run before anything is initialised — inside the dynamic loader's dlsym,
+// before a sanitizer's runtime has mapped its shadow memory — so what they run before a
+// callback is set is a plain load, never instrumented.
+#define FASTSOCK_EARLY_SAFE __attribute__((no_sanitize("address", "undefined", "thread")))
+
 namespace detail {
-extern std::atomic<Callback> g_callback;
+extern Callback g_callback;  // written and read with __atomic builtins
 }
 // Whether a callback is set: the hooks skip their own work (a heap block's size) otherwise.
 // Inline: it is all that free() adds while nothing is watched.
-inline bool active() noexcept {
-  return detail::g_callback.load(std::memory_order_relaxed) != nullptr;
+FASTSOCK_EARLY_SAFE inline bool active() noexcept {
+  return __atomic_load_n(&detail::g_callback, __ATOMIC_RELAXED) != nullptr;
 }
 // The hooks' entry: [lo, hi) is about to change.
 void changing(uintptr_t lo, uintptr_t hi) noexcept;

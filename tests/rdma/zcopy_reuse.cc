@@ -102,6 +102,19 @@ void report(const char* name, uintptr_t before, const void* after) {
   fflush(stdout);
 }
 
+// A block sent from and freed, then a new block (at the old address when the allocator
+// gives it back) sent from.
+void malloc_free_malloc(const char* name) {
+  auto* first = static_cast<uint8_t*>(malloc(kMsg));
+  send_msg(first);
+  const auto first_addr = reinterpret_cast<uintptr_t>(first);
+  free(first);
+  auto* second = static_cast<uint8_t*>(malloc(kMsg));
+  report(name, first_addr, second);
+  send_msg(second);
+  free(second);
+}
+
 // New anonymous memory, at `where` if that range is free (MAP_FIXED_NOREPLACE: no hook of
 // mmap reports it, so only the hook of what freed the range can have told the cache).
 void* map_at(void* where) {
@@ -151,26 +164,12 @@ int client(const char* addr, int port) {
   // malloc's own mapping: a large block is mmapped (threshold fixed, so that it stays so),
   // and free unmaps it inside glibc, where no munmap hook sees it.
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
-  auto* m = static_cast<uint8_t*>(malloc(kMsg));
-  send_msg(m);
-  const auto m_addr = reinterpret_cast<uintptr_t>(m);
-  free(m);
-  auto* m2 = static_cast<uint8_t*>(malloc(kMsg));
-  report("malloc-mmap", m_addr, m2);
-  send_msg(m2);
-  free(m2);
+  malloc_free_malloc("malloc-mmap");
 
   // The heap: blocks below the mmap threshold, the top trimmed by free (sbrk inside glibc).
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 0);
-  auto* h = static_cast<uint8_t*>(malloc(kMsg));
-  send_msg(h);
-  const auto h_addr = reinterpret_cast<uintptr_t>(h);
-  free(h);
-  auto* h2 = static_cast<uint8_t*>(malloc(kMsg));
-  report("malloc-heap", h_addr, h2);
-  send_msg(h2);
-  free(h2);
+  malloc_free_malloc("malloc-heap");
 
   shutdown(g_fd, SHUT_WR);
   uint8_t rest;

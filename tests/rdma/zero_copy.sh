@@ -39,6 +39,13 @@ summary=$(grep -oE '[0-9]+ bytes sent zero-copy.*' "$work/client.log" | tail -1)
 [[ -n $summary ]] || fail "no zero-copy summary at close"
 note "client: $summary"
 read -r hits regs inval < <(sed -E 's/.* ([0-9]+) hits, ([0-9]+) registrations, ([0-9]+) invalidated.*/\1 \2 \3/' <<<"$summary")
+if grep -q 'registration cache keeps nothing' "$work/client.log"; then
+  # AddressSanitizer's free comes first: every send registers afresh (and its allocator
+  # does not give addresses back at once, so the malloc cases would prove nothing anyway).
+  ((hits == 0 && regs > 0)) || fail "the cache is off but says: $summary"
+  note "the cache keeps nothing in this process (free is not the library's); $sent messages intact"
+  exit 0
+fi
 ((hits > 0)) || fail "the cache never hit (the same buffer sent again): $summary"
 ((inval >= 5)) || fail "the cache was told of $inval changes, not of each case's: $summary"
 for c in munmap madvise mremap malloc-mmap malloc-heap; do

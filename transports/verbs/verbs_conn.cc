@@ -622,8 +622,13 @@ bool Conn::zero_copy_source(IovCursor& in, uint32_t len, uint32_t slot) noexcept
   if (in.slice(len, &piece, 1, &covered) != 1 || covered != len) return false;
   (void)in.slice(SIZE_MAX, &rest, 1, &rest_len);  // to the end of this piece of the array
   const auto* from = static_cast<const uint8_t*>(piece.iov_base);
-  const RegCache::Ref ref = RegCache::get().acquire(lib_, pd_, from, len, from + rest_len);
+  const auto at = reinterpret_cast<uintptr_t>(from);
+  RegCache& cache = RegCache::get();
+  RegCache::Ref ref = zc_last_ref_;  // the previous message's, if this one lies in it too
+  if (!(ref.lo <= at && at + len <= ref.hi && cache.retain(ref)))
+    ref = cache.acquire(lib_, pd_, from, len, from + rest_len);
   if (!ref.mr) return false;
+  zc_last_ref_ = ref;
   in.advance(len);
   zc_[slot] = ZeroCopySlot{from, ref};
   if (!zc_pending_ && zc_bytes_ == 0)
@@ -671,6 +676,7 @@ void Conn::settle_zero_copy(int fd, Deadline& deadline) noexcept {
     if (zc_[slot].ref.mr) RegCache::get().release(lib_, zc_[slot].ref);
     zc_[slot] = ZeroCopySlot{};
   }
+  zc_last_ref_ = RegCache::Ref{};
   zc_pending_ = false;
 }
 
@@ -680,6 +686,7 @@ void Conn::copy_aside_after_fork() noexcept {
     if (zc_[slot].src) memcpy(buffers_ + size_t(slot) * send_slot_bytes_, zc_[slot].src, stage_len_[slot]);
     zc_[slot] = ZeroCopySlot{};
   }
+  zc_last_ref_ = RegCache::Ref{};
   zc_pending_ = false;
 }
 

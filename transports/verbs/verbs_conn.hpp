@@ -308,6 +308,7 @@ class Conn final : public CmClient {
   ZeroCopySlot* zc_ = nullptr;
   bool zc_pending_ = false;
   uint64_t zc_last_post_ = 0;     // sends_posted_ after the last zero-copy message
+  RegCache::Ref zc_last_ref_;     // the last message's registration (held through zc_)
   uint64_t zc_bytes_ = 0, zc_copied_aside_ = 0;  // for the debug line at close
   uint32_t max_send_wr_ = 0;
   bool resend_due_ = false;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "guard.hpp"
+#include "log.hpp"
 #include "mem_watch.hpp"
 #include "process.hpp"
 
@@ -68,6 +69,9 @@ RegCache::Ref RegCache::acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr,
                                 const uint8_t* limit) noexcept {
   if (!pd || len == 0) return {};
   const bool caching = mem_watch::frees_watched();
+  if (!caching && !told_uncached_.exchange(true, std::memory_order_relaxed))
+    LOG_DEBUG("verbs: the registration cache keeps nothing: this process's free() is not the "
+              "library's (an allocator in the executable, or preloaded first: AddressSanitizer)");
   mem_watch::watch(&RegCache::invalidate);
   const auto a = reinterpret_cast<uintptr_t>(addr), b = a + len;
   std::unique_lock lock(mutex_);
@@ -80,7 +84,8 @@ RegCache::Ref RegCache::acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr,
       ++e.refs;
       e.last_use = ++clock_;
       hits_.fetch_add(1, std::memory_order_relaxed);
-      return Ref{e.mr, i, e.gen};
+      return Ref{e.mr, i, e.gen, e.lo.load(std::memory_order_relaxed),
+                 e.hi.load(std::memory_order_relaxed)};
     }
   }
   const uintptr_t lo = a & page_mask();
@@ -131,7 +136,16 @@ RegCache::Ref RegCache::acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr,
     (void)e.state.compare_exchange_strong(live, kDead, std::memory_order_seq_cst);
   }
   registrations_.fetch_add(1, std::memory_order_relaxed);
-  return Ref{mr, index, e.gen};
+  return Ref{mr, index, e.gen, lo, hi};
+}
+
+bool RegCache::retain(Ref ref) noexcept {
+  if (!ref.mr || ref.index >= kEntries) return false;
+  std::lock_guard lock(mutex_);
+  Entry& e = entries_[ref.index];
+  if (e.gen != ref.gen || e.mr != ref.mr || e.refs == 0) return false;
+  ++e.refs;
+  return true;
 }
 
 void RegCache::release(const Lib& lib, Ref ref) noexcept {

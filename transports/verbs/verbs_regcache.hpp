@@ -38,6 +38,7 @@ class RegCache {
     ibv_mr* mr = nullptr;  // null: not registered (the caller copies instead)
     uint32_t index = 0;
     uint32_t gen = 0;
+    uintptr_t lo = 0, hi = 0;  // the registered range
   };
   struct Counters {
     uint64_t hits, registrations, invalidated;
@@ -51,6 +52,10 @@ class RegCache {
   Ref acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr, size_t len,
               const uint8_t* limit) noexcept;
   void release(const Lib& lib, Ref ref) noexcept;
+  // One more hold on a registration the caller holds (its next message lies in the same
+  // range): true, or false if it was dropped meanwhile. Also when nothing is cached, so a
+  // send registers its buffer once, not per message.
+  bool retain(Ref ref) noexcept;
   // Deregisters every registration in `pd`, held or not (the device goes: its queue pairs
   // are destroyed already, so no send uses them).
   void drop_pd(const Lib& lib, ibv_pd* pd) noexcept;
@@ -88,6 +93,7 @@ class RegCache {
   size_t bytes_ = 0;         // registered bytes of kLive and kDead entries, under mutex_
   std::atomic<uint64_t> epoch_{0};  // bumped by every invalidation
   std::atomic<uint64_t> hits_{0}, registrations_{0}, invalidated_{0};
+  std::atomic<bool> told_uncached_{false};
 };
 
 }  // namespace fastsock::verbs
