@@ -5,8 +5,11 @@
 # unmapping or trimming inside free), each time refilling new memory at the same address
 # and sending from it again. The server checks every byte of every message: a registration
 # kept for the old pages would send the old bytes.
-# Checks: all messages intact; the client's sends went zero-copy and the cache both hit (the
-# same buffer sent again) and was told of the changes; each case really reused the address
+# Then 40 buffers, more than the cache's entries, each sent from twice and unmapped. Each
+# buffer is sent from twice before its pages change: a buffer is registered (and cached)
+# from its second send on.
+# Checks: all messages intact; every send from an address sent from before went zero-copy,
+# and the cache both hit (the same buffer sent again) and was told of the changes; each case really reused the address
 # (otherwise it proves nothing and the test says so).
 #   zero_copy.sh [PROGRAM]   (default ./zcopy_reuse: meson runs it in tests/rdma's build dir)
 source "$(dirname "$0")/guest_lib.sh"
@@ -38,6 +41,12 @@ grep -q 'zero-copy sends from the application' "$work/client.log" ||
 summary=$(grep -oE '[0-9]+ bytes sent zero-copy.*' "$work/client.log" | tail -1)
 [[ -n $summary ]] || fail "no zero-copy summary at close"
 note "client: $summary"
+zc_bytes=${summary%% *}
+# Every send after the warm-up from an address sent from before leaves zero-copy (a buffer
+# is registered from its second send on), the 40 buffers at the end included.
+repeats=$(awk '/^repeat-sends / { print $2 }' "$work/client.out")
+((repeats >= 40 && zc_bytes >= repeats << 20)) ||
+  fail "only $zc_bytes bytes went zero-copy, for $repeats sends from a buffer sent from before: $summary"
 read -r hits regs inval < <(sed -E 's/.* ([0-9]+) hits, ([0-9]+) registrations, ([0-9]+) invalidated.*/\1 \2 \3/' <<<"$summary")
 if grep -q 'registration cache keeps nothing' "$work/client.log"; then
   # AddressSanitizer's free comes first: every send registers afresh (and its allocator

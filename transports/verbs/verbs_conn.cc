@@ -672,12 +672,14 @@ void Conn::settle_zero_copy(int fd, Deadline& deadline) noexcept {
     memcpy(buffers_ + size_t(slot) * send_slot_bytes_, zc_[slot].src, stage_len_[slot]);
     zc_copied_aside_ += stage_len_[slot];
   }
-  for (uint32_t slot = 0; slot < options_.slots; ++slot) {
-    if (zc_[slot].ref.mr) RegCache::get().release(lib_, zc_[slot].ref);
-    zc_[slot] = ZeroCopySlot{};
-  }
+  for (uint32_t slot = 0; slot < options_.slots; ++slot) forget_zero_copy_slot(slot);
   zc_last_ref_ = RegCache::Ref{};
   zc_pending_ = false;
+}
+
+void Conn::forget_zero_copy_slot(uint32_t slot) noexcept {
+  if (zc_[slot].ref.mr) RegCache::get().release(lib_, zc_[slot].ref);
+  zc_[slot] = ZeroCopySlot{};
 }
 
 void Conn::copy_aside_after_fork() noexcept {
@@ -1178,6 +1180,7 @@ ssize_t Conn::send_locked(int fd, const iovec* iov, int iovcnt, int flags, Deadl
         while (sent < total && can_post_data()) {
           const uint32_t slot = uint32_t(stage_head_ % options_.slots);
           const uint32_t len = uint32_t(std::min<size_t>(total - sent, send_slot_bytes_));
+          forget_zero_copy_slot(slot);  // its last message was consumed: its credit came back
           // Zero-copy in full-size messages only (the small first slots are for small sends).
           const bool zc = zero_copy && len == options_.slot_bytes && zero_copy_source(in, len, slot);
           if (!zc) {

@@ -178,6 +178,9 @@ class Conn final : public CmClient {
   // copies those the peer has not consumed into their slots (a resend reads them there)
   // and gives the registrations back.
   void settle_zero_copy(int fd, link_io::Deadline& deadline) noexcept;
+  // A send reuses `slot` (or settles): the zero-copy message sent from it before, if any,
+  // no longer needs the application's bytes; its registration is given back.
+  void forget_zero_copy_slot(uint32_t slot) noexcept;
   // Where a sent message's bytes are: its slot, or still the application's buffer.
   const uint8_t* sent_bytes(uint32_t slot) const noexcept;
   // Every zero-copy message's send completed (or the queue pair is gone). Progress lock.

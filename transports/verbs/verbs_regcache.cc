@@ -63,6 +63,10 @@ void RegCache::invalidate(uintptr_t lo, uintptr_t hi) noexcept {
     if (e.state.compare_exchange_strong(s, kDead, std::memory_order_seq_cst))
       c->invalidated_.fetch_add(1, std::memory_order_relaxed);
   }
+  // A range sent from once and now freed is not a buffer the program reuses.
+  for (Seen& s : c->seen_)
+    if (s.lo.load(std::memory_order_relaxed) < hi && lo < s.hi.load(std::memory_order_relaxed))
+      s.hi.store(0, std::memory_order_relaxed);
 }
 
 RegCache::Ref RegCache::acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr, size_t len,
@@ -91,6 +95,7 @@ RegCache::Ref RegCache::acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr,
   const uintptr_t lo = a & page_mask();
   const uintptr_t end = std::max(b, std::min(reinterpret_cast<uintptr_t>(limit), a + kWindow));
   const uintptr_t hi = (end + ~page_mask()) & page_mask();
+  if (!seen_before_locked(lo, hi)) return {};
   uint32_t gone[kEntries];
   if (const uint32_t n = collect_locked(gone, hi - lo); n > 0) {
     lock.unlock();
@@ -137,6 +142,19 @@ RegCache::Ref RegCache::acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr,
   }
   registrations_.fetch_add(1, std::memory_order_relaxed);
   return Ref{mr, index, e.gen, lo, hi};
+}
+
+bool RegCache::seen_before_locked(uintptr_t lo, uintptr_t hi) noexcept {
+  for (const Seen& s : seen_)
+    if (s.lo.load(std::memory_order_relaxed) < hi && lo < s.hi.load(std::memory_order_relaxed))
+      return true;
+  Seen& s = seen_[seen_next_];
+  s.hi.store(0, std::memory_order_relaxed);
+  s.lo.store(lo, std::memory_order_relaxed);
+  s.hi.store(hi, std::memory_order_relaxed);
+  seen_next_ = (seen_next_ + 1) % kSeen;
+  mem_watch::widen(lo, hi);  // so that a free of it clears the record
+  return false;
 }
 
 bool RegCache::retain(Ref ref) noexcept {
@@ -244,6 +262,7 @@ void RegCache::fork_child() noexcept {
     e.refs = 0;
     ++e.gen;
   }
+  for (Seen& s : seen_) s.hi.store(0, std::memory_order_relaxed);
   bytes_ = 0;
   mem_watch::reset();
   mutex_.unlock();
@@ -252,6 +271,8 @@ void RegCache::fork_child() noexcept {
 void RegCache::rewatch_locked() noexcept {
   for (const Entry& e : entries_)
     if (e.state.load(std::memory_order_seq_cst) != kEmpty) return;
+  for (const Seen& s : seen_)
+    if (s.hi.load(std::memory_order_relaxed) != 0) return;
   mem_watch::reset();
 }
 

@@ -48,7 +48,12 @@ class RegCache {
 
   // A registration in `pd` covering [addr, addr + len), which lies inside the caller's buffer
   // ending at `limit`; held until release(). Ref::mr null if the range cannot be registered
-  // (read-only memory, RLIMIT_MEMLOCK).
+  // (read-only memory, RLIMIT_MEMLOCK) or is not known to be reused: a buffer is registered
+  // at its second send, if it was not freed or unmapped since the first (admission on
+  // second use). Registering costs more than copying it once; a program that sends each
+  // message from a fresh allocation would register, deregister at its free, and lose
+  // (about half the throughput of rdma_link_delete's Python streams, which do that), while
+  // one that reuses its buffers pays once.
   Ref acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr, size_t len,
               const uint8_t* limit) noexcept;
   void release(const Lib& lib, Ref ref) noexcept;
@@ -87,6 +92,16 @@ class RegCache {
   void deregister(const Lib& lib, const uint32_t* which, uint32_t n) noexcept;
   void rewatch_locked() noexcept;  // the watched span after entries left
 
+  // Whether [lo, hi) overlaps a range sent from recently and not changed since; records it
+  // if not. mutex_ held.
+  bool seen_before_locked(uintptr_t lo, uintptr_t hi) noexcept;
+
+  static constexpr uint32_t kSeen = 64;
+  struct Seen {  // written under mutex_, cleared by invalidate() (hi = 0)
+    std::atomic<uintptr_t> lo{0}, hi{0};
+  };
+  Seen seen_[kSeen];          // ranges sent from once, newest overwriting the oldest
+  uint32_t seen_next_ = 0;
   Entry entries_[kEntries];
   std::mutex mutex_;
   uint64_t clock_ = 0;       // under mutex_
