@@ -375,22 +375,41 @@ bool parse_spin_us(std::string_view text, uint32_t& out, ParseError& err) {
   return true;
 }
 
-bool parse_ring_max(std::string_view text, uint32_t& out, ParseError& err) {
-  std::string_view t = trim(text);
+namespace {
+
+// Digits, optionally followed by K, KiB, M or MiB (binary, any case): the byte count, or 0
+// when the text is not one (or above `max`).
+uint64_t parse_byte_count(std::string_view text, uint32_t max) {
+  const std::string_view t = trim(text);
   size_t digits = 0;
   while (digits < t.size() && is_digit(t[digits])) ++digits;
   const std::string_view unit = t.substr(digits);
   uint32_t shift = 0;
   if (iequals(unit, "k") || iequals(unit, "kib")) shift = 10;
   else if (iequals(unit, "m") || iequals(unit, "mib")) shift = 20;
-  else if (!unit.empty()) shift = 32;  // not a unit
+  else if (!unit.empty()) return 0;  // not a unit
   uint32_t n = 0;
-  const uint64_t bytes = shift < 32 && parse_uint(t.substr(0, digits), kMaxShmRingMax, n)
-                             ? uint64_t{n} << shift
-                             : 0;
-  if (bytes < kMinShmRingMax || bytes > kMaxShmRingMax || (bytes & (bytes - 1)) != 0)
+  if (!parse_uint(t.substr(0, digits), max, n)) return 0;
+  const uint64_t bytes = uint64_t{n} << shift;
+  return bytes <= max ? bytes : 0;
+}
+
+}  // namespace
+
+bool parse_ring_max(std::string_view text, uint32_t& out, ParseError& err) {
+  const uint64_t bytes = parse_byte_count(text, kMaxShmRingMax);
+  if (bytes < kMinShmRingMax || (bytes & (bytes - 1)) != 0)
     return fail(err, "invalid ring size " + quote(text) +
                          " (expected a power of two from 4K to 64M, e.g. 1M, 4MiB, 262144)");
+  out = uint32_t(bytes);
+  return true;
+}
+
+bool parse_zero_copy_min(std::string_view text, uint32_t& out, ParseError& err) {
+  const uint64_t bytes = parse_byte_count(text, kMaxVerbsZeroCopyMin);
+  if (bytes < kMinVerbsZeroCopyMin)
+    return fail(err, "invalid size " + quote(text) +
+                         " (expected 16K to 64M, e.g. 64K, 1MiB, 131072)");
   out = uint32_t(bytes);
   return true;
 }
@@ -515,6 +534,8 @@ Config config_from(EnvLookup env, std::string_view rules_text) {
     if (!parse_bool(v, c.zerocopy, e)) report("FASTSOCK_ZEROCOPY", e);
   if (const char* v = env("FASTSOCK_VERBS_ZERO_COPY"))
     if (!parse_bool(v, c.verbs_zero_copy, e)) report("FASTSOCK_VERBS_ZERO_COPY", e);
+  if (const char* v = env("FASTSOCK_VERBS_ZERO_COPY_MIN"))
+    if (!parse_zero_copy_min(v, c.verbs_zero_copy_min, e)) report("FASTSOCK_VERBS_ZERO_COPY_MIN", e);
   if (const char* v = env("FASTSOCK_FD_BUDGET"))
     if (!parse_bool(v, c.fd_budget, e)) report("FASTSOCK_FD_BUDGET", e);
   if (const char* v = env("FASTSOCK_RULES")) {

@@ -56,6 +56,12 @@ struct ParseError {
 inline constexpr uint32_t kMinShmRingMax = 4u << 10;
 inline constexpr uint32_t kMaxShmRingMax = 64u << 20;
 inline constexpr uint32_t kDefaultShmRingMax = 1u << 20;
+// FASTSOCK_VERBS_ZERO_COPY_MIN: from one full message of the verbs link (its 16 KiB receive
+// slot, the unit zero-copy sends in) up; docs/verbs.md, "Zero-copy sends", says why the
+// default.
+inline constexpr uint32_t kMinVerbsZeroCopyMin = 16u << 10;
+inline constexpr uint32_t kMaxVerbsZeroCopyMin = 64u << 20;
+inline constexpr uint32_t kDefaultVerbsZeroCopyMin = 64u << 10;
 
 struct Config {
   // The failover chain in order of preference; tcp is always present and always last.
@@ -69,6 +75,7 @@ struct Config {
   bool stats_enabled = true;    // publish /dev/shm/fastsock-stats.<pid> for `fastsock stat`
   bool zerocopy = false;        // MSG_ZEROCOPY for large typed sends on TCP (api_zerocopy.hpp)
   bool verbs_zero_copy = true;  // large blocking sends on the verbs link from the caller's buffer
+  uint32_t verbs_zero_copy_min = kDefaultVerbsZeroCopyMin;  // ... of at least this many bytes
   bool fd_budget = true;        // links with descriptors of their own leave half (fd_budget.hpp)
   std::string rules_path;       // empty: no rules file
   std::vector<Rule> rules;
@@ -92,6 +99,9 @@ bool parse_bool(std::string_view text, bool& out, ParseError& err);
 // A byte count for FASTSOCK_SHM_RING_MAX: digits, optionally followed by K, KiB, M or MiB
 // (binary, any case), a power of two in [kMinShmRingMax, kMaxShmRingMax].
 bool parse_ring_max(std::string_view text, uint32_t& out, ParseError& err);
+// FASTSOCK_VERBS_ZERO_COPY_MIN: the same notation, any count in [kMinVerbsZeroCopyMin,
+// kMaxVerbsZeroCopyMin].
+bool parse_zero_copy_min(std::string_view text, uint32_t& out, ParseError& err);
 // "*", "*:6379", "127.0.0.1", "10.0.0.0/8:1000-2000", "[::1]:80", "[fe80::/10]:*", ...
 bool parse_address_pattern(std::string_view text, AddressPattern& out, ParseError& err);
 // The whole rules file. Blank lines and '#' comments are ignored. `vendor` lines are

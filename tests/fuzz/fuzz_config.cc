@@ -33,8 +33,10 @@ namespace {
     }                                                                                   \
   } while (0)
 
-constexpr const char* kVars[] = {"FASTSOCK_TRANSPORTS", "FASTSOCK_LOG",   "FASTSOCK_LOG_FILE",
-                                 "FASTSOCK_SPIN_US",    "FASTSOCK_STATS", "FASTSOCK_RULES"};
+constexpr const char* kVars[] = {"FASTSOCK_TRANSPORTS",   "FASTSOCK_LOG",
+                                 "FASTSOCK_LOG_FILE",     "FASTSOCK_SPIN_US",
+                                 "FASTSOCK_STATS",        "FASTSOCK_RULES",
+                                 "FASTSOCK_SHM_RING_MAX", "FASTSOCK_VERBS_ZERO_COPY_MIN"};  // 8: one mask byte
 constexpr int kVarCount = sizeof kVars / sizeof kVars[0];
 
 // The fake environment. EnvLookup is a plain function pointer, hence a static; libFuzzer
@@ -241,6 +243,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   else check_message(err);
   bool flag;
   if (!parse_bool(in, flag, err)) check_message(err);
+  uint32_t bytes = 0;
+  if (parse_ring_max(in, bytes, err))
+    FUZZ_CHECK(bytes >= kMinShmRingMax && bytes <= kMaxShmRingMax && (bytes & (bytes - 1)) == 0);
+  else check_message(err);
+  if (parse_zero_copy_min(in, bytes, err))
+    FUZZ_CHECK(bytes >= kMinVerbsZeroCopyMin && bytes <= kMaxVerbsZeroCopyMin);
+  else check_message(err);
 
   const std::string_view rules_text = decode_env(in);
   const Config c = config_from(fake_getenv, rules_text);
@@ -251,6 +260,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(c.rules.empty());
     FUZZ_CHECK(c.vendor_profiles.empty());
     FUZZ_CHECK(c.log_level == LogLevel::warn && c.log_file.empty());  // defaults: stderr
+    FUZZ_CHECK(c.shm_ring_max == kDefaultShmRingMax);
+    FUZZ_CHECK(c.verbs_zero_copy_min == kDefaultVerbsZeroCopyMin);
   } else {
     FUZZ_CHECK(c.error.empty());
     check_chain(c.chain);

@@ -70,12 +70,17 @@ check(in_chain == {"shm": False, "verbs": False, "vendor": False, "tcp": True},
 
 # Settings are reported as the library would parse them.
 env = clean_env(FASTSOCK_TRANSPORTS="vendor,tcp", FASTSOCK_LOG="debug", FASTSOCK_SPIN_US="7",
-                FASTSOCK_STATS="0", FASTSOCK_SHM_RING_MAX="256K")
+                FASTSOCK_STATS="0", FASTSOCK_SHM_RING_MAX="256K",
+                FASTSOCK_VERBS_ZERO_COPY_MIN="32K")
 cfg = (parse_json(tool("info", "--json", env=env).stdout) or {}).get("config", {})
 check(cfg.get("chain") == ["vendor", "tcp"] and cfg.get("log_level") == "debug"
       and cfg.get("spin_us") == 7 and cfg.get("stats") is False
-      and cfg.get("shm_ring_max") == 256 * 1024 and cfg.get("error") is None,
-      "info reflects FASTSOCK_TRANSPORTS/LOG/SPIN_US/STATS/SHM_RING_MAX", cfg)
+      and cfg.get("shm_ring_max") == 256 * 1024 and cfg.get("verbs_zero_copy") is True
+      and cfg.get("verbs_zero_copy_min") == 32 * 1024 and cfg.get("error") is None,
+      "info reflects FASTSOCK_TRANSPORTS/LOG/SPIN_US/STATS/SHM_RING_MAX/VERBS_ZERO_COPY_MIN", cfg)
+p = tool("info", env=clean_env(FASTSOCK_VERBS_ZERO_COPY="0"))
+check(p.returncode == 0 and "zero-copy:  off on verbs" in p.stdout,
+      "FASTSOCK_VERBS_ZERO_COPY=0 shows zero-copy off", describe(p))
 
 # The rules file is read and counted; an unreadable one is a config error like the library's.
 with tempfile.TemporaryDirectory() as tmp:

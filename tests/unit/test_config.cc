@@ -236,6 +236,27 @@ TEST_CASE("shm ring cap", "[config][ring]") {
   }
 }
 
+TEST_CASE("verbs zero-copy threshold", "[config][zero-copy]") {
+  ParseError err;
+  uint32_t bytes = 7;
+  const std::pair<const char*, uint32_t> good[] = {
+      {"16K", 16384}, {"16384", 16384}, {"24K", 24576}, {" 64KiB ", 65536},
+      {"100000", 100000}, {"1m", 1u << 20}, {"64M", 64u << 20}};
+  for (const auto& [text, want] : good) {
+    INFO(text);
+    CHECK(parse_zero_copy_min(text, bytes, err));
+    CHECK(bytes == want);
+  }
+  // Below one message, above the bound, no digits, unknown units, signs.
+  for (const char* bad : {"", "0", "16383", "15K", "65M", "1G", "K", "64KB", "-64K", "1.5M"}) {
+    INFO(bad);
+    bytes = 42;
+    CHECK_FALSE(parse_zero_copy_min(bad, bytes, err));
+    CHECK(bytes == 42);
+    CHECK(err.message.find("invalid size") != std::string::npos);
+  }
+}
+
 TEST_CASE("booleans", "[config][bool]") {
   ParseError err;
   for (const char* yes : {"1", "yes", "true", "on", "YES", "True", "ON"}) {
@@ -433,6 +454,8 @@ TEST_CASE("config_from: defaults when nothing is set", "[config][env]") {
   CHECK(c.shm_ring_max == 1u << 20);
   CHECK(c.stats_enabled);
   CHECK_FALSE(c.zerocopy);
+  CHECK(c.verbs_zero_copy);
+  CHECK(c.verbs_zero_copy_min == kDefaultVerbsZeroCopyMin);
   CHECK(c.fd_budget);
   CHECK(c.rules_path.empty());
   CHECK(c.rules.empty());
@@ -448,6 +471,8 @@ TEST_CASE("config_from: every variable set", "[config][env]") {
                                 {"FASTSOCK_SHM_RING_MAX", "256K"},
                                 {"FASTSOCK_STATS", "off"},
                                 {"FASTSOCK_ZEROCOPY", "on"},
+                                {"FASTSOCK_VERBS_ZERO_COPY", "off"},
+                                {"FASTSOCK_VERBS_ZERO_COPY_MIN", "32K"},
                                 {"FASTSOCK_FD_BUDGET", "off"},
                                 {"FASTSOCK_RULES", "/etc/fastsock.rules"}},
                                "use shm client * *\nuse verbs server * *\n");
@@ -458,6 +483,8 @@ TEST_CASE("config_from: every variable set", "[config][env]") {
   CHECK(c.shm_ring_max == 256u << 10);
   CHECK_FALSE(c.stats_enabled);
   CHECK(c.zerocopy);
+  CHECK_FALSE(c.verbs_zero_copy);
+  CHECK(c.verbs_zero_copy_min == 32u << 10);
   CHECK_FALSE(c.fd_budget);
   CHECK(c.rules_path == "/etc/fastsock.rules");
   REQUIRE(c.rules.size() == 2);
@@ -512,6 +539,11 @@ TEST_CASE("config_from: a malformed setting forces pass-through", "[config][env]
   CHECK(c.pass_through_forced);
   CHECK_FALSE(c.zerocopy);
   CHECK(c.error.rfind("FASTSOCK_ZEROCOPY: invalid boolean '2'", 0) == 0);
+
+  c = config_with({{"FASTSOCK_VERBS_ZERO_COPY_MIN", "4K"}});
+  CHECK(c.pass_through_forced);
+  CHECK(c.verbs_zero_copy_min == kDefaultVerbsZeroCopyMin);
+  CHECK(c.error.rfind("FASTSOCK_VERBS_ZERO_COPY_MIN: invalid size '4K'", 0) == 0);
 
   c = config_with({{"FASTSOCK_TRANSPORTS", ""}});
   CHECK(c.pass_through_forced);

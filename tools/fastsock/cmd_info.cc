@@ -73,6 +73,10 @@ void print_text(const Config& c, const LibraryLocation& lib,
   std::printf("  log file:   %s\n", c.log_file.empty() ? "stderr" : c.log_file.c_str());
   std::printf("  spin:       %u us\n", c.spin_us);
   std::printf("  ring max:   %u KiB (shm)\n", c.shm_ring_max >> 10);
+  if (c.verbs_zero_copy)
+    std::printf("  zero-copy:  verbs sends from %u KiB\n", c.verbs_zero_copy_min >> 10);
+  else
+    std::printf("  zero-copy:  off on verbs\n");
   std::printf("  stats:      %s\n", c.stats_enabled ? "on" : "off");
   if (c.rules_path.empty())
     std::printf("  rules:      none\n");
@@ -115,6 +119,8 @@ void print_json(const Config& c, const LibraryLocation& lib,
   std::printf("    \"log_file\": %s,\n", c.log_file.empty() ? "null" : json_quote(c.log_file).c_str());
   std::printf("    \"spin_us\": %u,\n", c.spin_us);
   std::printf("    \"shm_ring_max\": %u,\n", c.shm_ring_max);
+  std::printf("    \"verbs_zero_copy\": %s,\n", json_bool(c.verbs_zero_copy));
+  std::printf("    \"verbs_zero_copy_min\": %u,\n", c.verbs_zero_copy_min);
   std::printf("    \"stats\": %s,\n", json_bool(c.stats_enabled));
   std::printf("    \"rules_file\": %s,\n",
               c.rules_path.empty() ? "null" : json_quote(c.rules_path).c_str());

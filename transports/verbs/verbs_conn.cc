@@ -37,9 +37,6 @@ constexpr uint32_t kMaxInline = 64;
 // registers 16 KiB for them, not 256 KiB. The first larger send that finds every message
 // acknowledged moves to full-size slots (grow_send_slots).
 constexpr uint32_t kFirstSendSlotBytes = 1024;
-// A blocking send of at least this many bytes goes zero-copy (docs/verbs.md, "Zero-copy
-// sends"): registering is worth it only over several full messages.
-constexpr size_t kZeroCopyMin = 64 * 1024;
 // How long a closing end waits for its last messages to reach the peer before the TCP FIN
 // (which must not overtake them) goes out.
 constexpr int64_t kCloseWaitNs = 1'000'000'000;
@@ -1144,7 +1141,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
 ssize_t Conn::send_locked(int fd, const iovec* iov, int iovcnt, int flags, Deadline& deadline) {
   const size_t total = iov_total(iov, iovcnt);
   size_t sent = 0;
-  bool zero_copy = options_.zero_copy && total >= kZeroCopyMin && !nonblocking(fd, flags, mode_);
+  bool zero_copy = options_.zero_copy_min != 0 && total >= options_.zero_copy_min &&
+                   !nonblocking(fd, flags, mode_);
   for (;;) {
     bool to_tcp;
     {

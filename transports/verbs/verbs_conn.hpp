@@ -50,7 +50,9 @@ struct ConnOptions {
   uint32_t slots;       // receive slots (= send credits) per direction
   uint32_t slot_bytes;  // bytes per slot
   uint32_t spin_us;     // busy-wait budget before sleeping
-  bool zero_copy;       // large blocking sends from the application's buffer (FASTSOCK_VERBS_ZERO_COPY)
+  // Blocking sends of at least this many bytes go from the application's buffer
+  // (FASTSOCK_VERBS_ZERO_COPY_MIN); 0: never (FASTSOCK_VERBS_ZERO_COPY=0).
+  uint32_t zero_copy_min;
 };
 
 class Conn final : public CmClient {

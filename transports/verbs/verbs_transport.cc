@@ -95,7 +95,8 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
       return -ENOTCONN;
     }
     auto* c = new (std::nothrow)
-        verbs::Conn(*cm, verbs::ConnOptions{kSlots, kSlotBytes, config().spin_us, config().verbs_zero_copy});
+        verbs::Conn(*cm, verbs::ConnOptions{kSlots, kSlotBytes, config().spin_us,
+                                              config().verbs_zero_copy ? config().verbs_zero_copy_min : 0});
     if (!c) {
       snprintf(why, why_len, "out of memory");
       return -ENOMEM;
