@@ -1,7 +1,7 @@
 // Exported hooks of the calls that give memory back or replace its pages (src/mem_watch.hpp):
 // each reports the range it is about to change, then does exactly what the next definition
 // (the allocator's, or libc's) does. While no registration is cached, the report is one
-// relaxed load.
+// relaxed load, and a free outside what the cache covers one more load.
 //
 // These run from the first free of the process on, before any constructor and inside the
 // loader's own calls (dlsym frees its error state): until a callback is set they do only
@@ -61,9 +61,10 @@ Next<int (*)(const void*)> next_shmdt("shmdt");
 Next<int (*)(void*)> next_brk("brk");
 Next<void* (*)(intptr_t)> next_sbrk("sbrk");
 
-// A heap block about to be freed or moved: the allocator may give its pages back.
+// A heap block about to be freed or moved: the allocator may give its pages back. Its size
+// is looked up only when it starts below the watched span's end.
 FASTSOCK_EARLY_SAFE void block_changing(void* p) noexcept {
-  if (!p || !mem_watch::active()) return;
+  if (!p || !mem_watch::active() || !mem_watch::may_watch(p)) return;
   if (auto usable = next_usable_size.get()) mem_watch::changing(p, usable(p));
 }
 

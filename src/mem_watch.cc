@@ -2,8 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <atomic>
-
 // Defined next to the preload library's memory hooks; absent (null) in the tools and unit
 // tests, whose frees nothing watches.
 extern "C" void fastsock_memory_hooks() __attribute__((weak));
@@ -12,12 +10,14 @@ namespace fastsock::mem_watch {
 
 namespace detail {
 Callback g_callback = nullptr;
+uintptr_t g_hi = 0;
 }  // namespace detail
 
 namespace {
 
 using detail::g_callback;
-std::atomic<uintptr_t> g_lo{UINTPTR_MAX}, g_hi{0};  // empty while lo >= hi
+using detail::g_hi;
+uintptr_t g_lo = UINTPTR_MAX;  // __atomic builtins; the span is empty while lo >= hi
 
 }  // namespace
 
@@ -28,23 +28,28 @@ void watch(Callback cb) noexcept {
 }
 
 void widen(uintptr_t lo, uintptr_t hi) noexcept {
-  uintptr_t cur = g_lo.load(std::memory_order_relaxed);
-  while (lo < cur && !g_lo.compare_exchange_weak(cur, lo, std::memory_order_seq_cst)) {
+  uintptr_t cur = __atomic_load_n(&g_lo, __ATOMIC_RELAXED);
+  while (lo < cur && !__atomic_compare_exchange_n(&g_lo, &cur, lo, true, __ATOMIC_SEQ_CST,
+                                                  __ATOMIC_RELAXED)) {
   }
-  cur = g_hi.load(std::memory_order_relaxed);
-  while (hi > cur && !g_hi.compare_exchange_weak(cur, hi, std::memory_order_seq_cst)) {
+  cur = __atomic_load_n(&g_hi, __ATOMIC_RELAXED);
+  while (hi > cur && !__atomic_compare_exchange_n(&g_hi, &cur, hi, true, __ATOMIC_SEQ_CST,
+                                                  __ATOMIC_RELAXED)) {
   }
 }
 
-void reset() noexcept {
-  g_hi.store(0, std::memory_order_seq_cst);
-  g_lo.store(UINTPTR_MAX, std::memory_order_seq_cst);
+void narrow(uintptr_t lo, uintptr_t hi) noexcept {
+  if (lo >= hi) lo = UINTPTR_MAX, hi = 0;
+  // The new span lies inside the old one, so a report that reads one bound before and the
+  // other after these stores still covers it.
+  __atomic_store_n(&g_hi, hi, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&g_lo, lo, __ATOMIC_SEQ_CST);
 }
 
 void changing(uintptr_t lo, uintptr_t hi) noexcept {
   const Callback cb = __atomic_load_n(&g_callback, __ATOMIC_ACQUIRE);
   if (!cb || hi <= lo) return;
-  if (hi <= g_lo.load(std::memory_order_seq_cst) || lo >= g_hi.load(std::memory_order_seq_cst))
+  if (hi <= __atomic_load_n(&g_lo, __ATOMIC_SEQ_CST) || lo >= __atomic_load_n(&g_hi, __ATOMIC_SEQ_CST))
     return;
   cb(lo, hi);
 }

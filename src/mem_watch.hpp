@@ -25,11 +25,11 @@ using Callback = void (*)(uintptr_t lo, uintptr_t hi) noexcept;
 
 // Sets the callback (once per process; later calls with another one are ignored).
 void watch(Callback cb) noexcept;
-// The callback is told about changes overlapping [lo, hi) from now on (the watched span
-// only grows, until reset()).
+// The callback is told about changes overlapping [lo, hi) from now on.
 void widen(uintptr_t lo, uintptr_t hi) noexcept;
-// Nothing is watched any more (the cache holds no registration).
-void reset() noexcept;
+// Only changes overlapping [lo, hi) matter from now on (an empty range: none). Serialised
+// with widen() by the caller; a report racing with it sees the old span or this one.
+void narrow(uintptr_t lo, uintptr_t hi) noexcept;
 // The hooks may run before anything is initialised — inside the dynamic loader's dlsym,
 // before a sanitizer's runtime has mapped its shadow memory — so what they run before a
 // callback is set is a plain load, never instrumented.
@@ -37,11 +37,17 @@ void reset() noexcept;
 
 namespace detail {
 extern Callback g_callback;  // written and read with __atomic builtins
+extern uintptr_t g_hi;       // the watched span's end (0: nothing watched), __atomic too
 }
 // Whether a callback is set: the hooks skip their own work (a heap block's size) otherwise.
 // Inline: it is all that free() adds while nothing is watched.
 FASTSOCK_EARLY_SAFE inline bool active() noexcept {
   return __atomic_load_n(&detail::g_callback, __ATOMIC_RELAXED) != nullptr;
+}
+// Whether a range starting at `p` may overlap the watched span: free() asks before it
+// looks up the block's size.
+FASTSOCK_EARLY_SAFE inline bool may_watch(const void* p) noexcept {
+  return reinterpret_cast<uintptr_t>(p) < __atomic_load_n(&detail::g_hi, __ATOMIC_SEQ_CST);
 }
 // The hooks' entry: [lo, hi) is about to change.
 void changing(uintptr_t lo, uintptr_t hi) noexcept;

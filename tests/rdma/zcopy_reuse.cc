@@ -148,7 +148,7 @@ int client(const char* addr, int port) {
   for (int i = 0; i < 3; ++i) send_msg(warm);
   g_warm = true;
   send_msg(warm);  // registered at the latest now (the warm-up's first may have gone on TCP)
-  send_msg(warm);  // and from the cache  report("same-buffer", reinterpret_cast<uintptr_t>(warm), warm);  // the same pages, new bytes: a cache hit is right
+  send_msg(warm);  // and from the cache: the same pages, new bytes (a hit is right)
 
   // munmap, then new pages at the same address.
   uint8_t* a = static_cast<uint8_t*>(map_at(nullptr));
@@ -188,15 +188,26 @@ int client(const char* addr, int port) {
   mallopt(M_TRIM_THRESHOLD, 0);
   malloc_free_malloc("malloc-heap");
 
-  // More buffers than the cache has entries, each sent from twice and unmapped: every
-  // second send must still go zero-copy (the cache gives back what is dead and not held).
-  for (int i = 0; i < 40; ++i) {
+  // A buffer registered and kept while others come and go: more buffers than the cache has
+  // entries, and more than it remembers sends from, each sent from twice (registered) and
+  // unmapped. Every second send must still go zero-copy (the cache gives back what is dead
+  // and not held), and each one given back shrinks the span the hooks watch to what is
+  // still cached: it must still cover the kept buffer, whose pages are replaced last.
+  uint8_t* kept = static_cast<uint8_t*>(map_at(nullptr));
+  send_msg(kept);
+  send_msg(kept);  // registered now, and cached
+  for (int i = 0; i < 70; ++i) {
     auto* b = static_cast<uint8_t*>(map_at(nullptr));
     send_msg(b);
     send_msg(b);
     munmap(b, kMsg);
     g_sent_from.erase(reinterpret_cast<uintptr_t>(b));
   }
+  munmap(kept, kMsg);
+  g_sent_from.erase(reinterpret_cast<uintptr_t>(kept));
+  uint8_t* kept2 = static_cast<uint8_t*>(map_at(kept));
+  report("narrowed", reinterpret_cast<uintptr_t>(kept), kept2);
+  send_msg(kept2);
 
   shutdown(g_fd, SHUT_WR);
   uint8_t rest;

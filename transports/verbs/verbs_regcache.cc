@@ -53,8 +53,10 @@ void RegCache::invalidate(uintptr_t lo, uintptr_t hi) noexcept {
   RegCache* c = g_cache.load(std::memory_order_acquire);
   if (!c) return;
   // The epoch first: an acquire whose registration was under way when the range changed
-  // sees it moved, whether or not this scan saw its entry live (acquire()).
-  c->epoch_.fetch_add(1, std::memory_order_seq_cst);
+  // sees it moved, whether or not this scan saw its entry live (acquire()). Only then:
+  // the bump is a locked instruction on a line every thread's frees would share.
+  if (c->registering_.load(std::memory_order_seq_cst) > 0)
+    c->epoch_.fetch_add(1, std::memory_order_seq_cst);
   for (Entry& e : c->entries_) {
     uint32_t s = e.state.load(std::memory_order_seq_cst);
     if (s != kLive) continue;
@@ -112,6 +114,7 @@ RegCache::Ref RegCache::acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr,
   e.hi.store(hi, std::memory_order_relaxed);
   bytes_ += hi - lo;
   mem_watch::widen(lo, hi);
+  registering_.fetch_add(1, std::memory_order_seq_cst);  // before the epoch is read
   const uint64_t epoch = epoch_.load(std::memory_order_seq_cst);
   lock.unlock();
   ibv_mr* mr;
@@ -123,6 +126,7 @@ RegCache::Ref RegCache::acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr,
   }
   lock.lock();
   if (!mr) {
+    registering_.fetch_sub(1, std::memory_order_seq_cst);
     bytes_ -= hi - lo;
     e.state.store(kEmpty, std::memory_order_seq_cst);
     rewatch_locked();
@@ -136,10 +140,13 @@ RegCache::Ref RegCache::acquire(const Lib& lib, ibv_pd* pd, const uint8_t* addr,
   e.state.store(caching ? kLive : kDead, std::memory_order_seq_cst);
   // A range that changed while it was being registered may have had other pages pinned:
   // good for this send only (its caller's bytes did not change under it), not to keep.
+  // An invalidation after this load sees the entry live; one before it bumped the epoch,
+  // since registering_ still counts this acquire.
   if (epoch_.load(std::memory_order_seq_cst) != epoch) {
     uint32_t live = kLive;
     (void)e.state.compare_exchange_strong(live, kDead, std::memory_order_seq_cst);
   }
+  registering_.fetch_sub(1, std::memory_order_seq_cst);
   registrations_.fetch_add(1, std::memory_order_relaxed);
   return Ref{mr, index, e.gen, lo, hi};
 }
@@ -264,16 +271,25 @@ void RegCache::fork_child() noexcept {
   }
   for (Seen& s : seen_) s.hi.store(0, std::memory_order_relaxed);
   bytes_ = 0;
-  mem_watch::reset();
+  mem_watch::narrow(0, 0);
   mutex_.unlock();
 }
 
 void RegCache::rewatch_locked() noexcept {
+  // The span the hooks check shrinks to what is still cached or remembered: a program's frees
+  // outside it cost no scan. Records cleared since (by invalidate) only make it larger.
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  auto cover = [&](uintptr_t a, uintptr_t b) {
+    if (a >= b) return;
+    lo = std::min(lo, a);
+    hi = std::max(hi, b);
+  };
   for (const Entry& e : entries_)
-    if (e.state.load(std::memory_order_seq_cst) != kEmpty) return;
+    if (e.state.load(std::memory_order_seq_cst) != kEmpty)
+      cover(e.lo.load(std::memory_order_relaxed), e.hi.load(std::memory_order_relaxed));
   for (const Seen& s : seen_)
-    if (s.hi.load(std::memory_order_relaxed) != 0) return;
-  mem_watch::reset();
+    cover(s.lo.load(std::memory_order_relaxed), s.hi.load(std::memory_order_relaxed));
+  mem_watch::narrow(lo, hi);
 }
 
 RegCache::Counters RegCache::counters() const noexcept {

@@ -90,7 +90,7 @@ class RegCache {
   // recently used unheld live ones, are taken out (kBusy) into `out`; their count. mutex_ held.
   uint32_t collect_locked(uint32_t* out, size_t adding) noexcept;
   void deregister(const Lib& lib, const uint32_t* which, uint32_t n) noexcept;
-  void rewatch_locked() noexcept;  // the watched span after entries left
+  void rewatch_locked() noexcept;  // the watched span after entries left: what is still held
 
   // Whether [lo, hi) overlaps a range sent from recently and not changed since; records it
   // if not. mutex_ held.
@@ -106,7 +106,8 @@ class RegCache {
   std::mutex mutex_;
   uint64_t clock_ = 0;       // under mutex_
   size_t bytes_ = 0;         // registered bytes of kLive and kDead entries, under mutex_
-  std::atomic<uint64_t> epoch_{0};  // bumped by every invalidation
+  std::atomic<uint64_t> epoch_{0};  // bumped by invalidations while registering_ > 0
+  std::atomic<uint32_t> registering_{0};  // acquires with a registration under way
   std::atomic<uint64_t> hits_{0}, registrations_{0}, invalidated_{0};
   std::atomic<bool> told_uncached_{false};
 };
