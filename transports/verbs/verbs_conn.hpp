@@ -316,6 +316,7 @@ class Conn final : public CmClient {
   RegCache::Ref zc_last_ref_;     // the last message's registration (held through zc_)
   uint64_t zc_bytes_ = 0, zc_copied_aside_ = 0;  // for the debug line at close
   uint32_t max_send_wr_ = 0;
+  uint32_t inline_max_ = 0;  // data messages up to this many bytes go inline
   bool resend_due_ = false;
   uint64_t resend_from_ = 0;     // the peer consumed this many of our link bytes
   bool switch_confirmed_ = false;  // our switch message reached the peer's queue
