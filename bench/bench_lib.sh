@@ -143,3 +143,16 @@ bench_fail() {
   done
   exit 1
 }
+
+# bench_perftest ADDR PROGRAM ARGS...: one perftest measurement (ib_send_lat, ib_write_bw,
+# ...): its server with ARGS in the background, then its client with ARGS to ADDR a second
+# later; prints the client's output. Each side is bounded to 120 s.
+bench_perftest() {
+  local addr=$1 prog=$2
+  shift 2
+  timeout 120 "$prog" "$@" >/dev/null 2>&1 &
+  local server=$!
+  sleep 1
+  timeout 120 "$prog" "$@" "$addr" 2>&1
+  wait "$server"
+}

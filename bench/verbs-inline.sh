@@ -33,6 +33,7 @@ if ((!in_vm)); then
 fi
 
 # --- in the guest ---
+source "$here/bench_lib.sh"
 addr=${SOFTROCE_ADDR:?not in the Soft-RoCE VM} dev=${SOFTROCE_DEV:?}
 command -v ib_send_lat >/dev/null || { echo "verbs-inline.sh: skipped: ib_send_lat missing (perftest)"; exit 77; }
 iters=2000
@@ -44,11 +45,8 @@ tmp=$(mktemp -d /tmp/fastsock-bench-inline.XXXXXX)
 lat() {
   local s=$1 inl=$2 v try
   for try in 1 2; do
-    timeout 60 ib_send_lat -d "$dev" -s "$s" -I "$inl" -n "$iters" -F >/dev/null 2>&1 &
-    sleep 1
-    v=$(timeout 60 ib_send_lat -d "$dev" -s "$s" -I "$inl" -n "$iters" -F "$addr" 2>&1 |
+    v=$(bench_perftest "$addr" ib_send_lat -d "$dev" -s "$s" -I "$inl" -n "$iters" -F |
         awk -v s="$s" '$1 == s && NF >= 5 && $5 > 0 { print $5 }')
-    wait
     [[ -n $v ]] && break
   done
   echo "${v:-}"

@@ -31,6 +31,7 @@ if ((!in_vm)); then
 fi
 
 # --- in the guest ---
+source "$here/bench_lib.sh"
 addr=${SOFTROCE_ADDR:?not in the Soft-RoCE VM} dev=${SOFTROCE_DEV:?}
 for cmd in ib_send_bw ib_read_bw ib_write_bw; do
   command -v "$cmd" >/dev/null || { echo "verbs-ops.sh: skipped: $cmd missing (perftest)"; exit 77; }
@@ -42,11 +43,8 @@ iters=200
 bw() {
   local op=$1 s=$2 v try
   for try in 1 2; do
-    timeout 120 "$op" -d "$dev" -s "$s" -n "$iters" -F >/dev/null 2>&1 &
-    sleep 1
-    v=$(timeout 120 "$op" -d "$dev" -s "$s" -n "$iters" -F "$addr" 2>&1 |
+    v=$(bench_perftest "$addr" "$op" -d "$dev" -s "$s" -n "$iters" -F |
         awk -v s="$s" '$1 == s && NF >= 4 && $4 > 0 { printf "%.1f", $4 * 1.048576 }')
-    wait
     [[ -n $v ]] && break
   done
   echo "${v:-}"

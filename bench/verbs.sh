@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/verbs.sh: the verbs link against kernel TCP and rsocket, with the raw-verbs floor, in
-# one run inside the Soft-RoCE VM (issue 6; results in docs/verbs-benchmark.md).
+# one run inside the Soft-RoCE VM (issue 6; results in bench/results/verbs.txt and docs/verbs.md, "Measured").
 #
 #   bench/verbs.sh [--quick] [--out FILE]
 #
@@ -57,6 +57,7 @@ if ((!in_vm)); then
 fi
 
 # --- in the guest ---
+source "$here/bench_lib.sh"
 addr=${SOFTROCE_ADDR:?not in the Soft-RoCE VM} dev=${SOFTROCE_DEV:?}
 for cmd in ib_send_lat ib_write_bw NPtcp ss; do
   command -v "$cmd" >/dev/null || { echo "verbs.sh: skipped: $cmd is not installed"; exit 77; }
@@ -165,16 +166,10 @@ nptcp_run() {
 # perftest SIZE: "SEND_LAT_US WRITE_BW_MBIT" at SIZE bytes.
 perftest() {
   local s=$1 lat bw
-  timeout 120 ib_send_lat -d "$dev" -s "$s" -n "$iters" -F >/dev/null 2>&1 &
-  sleep 1
-  lat=$(timeout 120 ib_send_lat -d "$dev" -s "$s" -n "$iters" -F "$addr" 2>&1 |
+  lat=$(bench_perftest "$addr" ib_send_lat -d "$dev" -s "$s" -n "$iters" -F |
         awk -v s="$s" '$1 == s && NF >= 5 { print $5 }')
-  wait
-  timeout 120 ib_write_bw -d "$dev" -s "$s" -n "$iters" -F >/dev/null 2>&1 &
-  sleep 1
-  bw=$(timeout 120 ib_write_bw -d "$dev" -s "$s" -n "$iters" -F "$addr" 2>&1 |
+  bw=$(bench_perftest "$addr" ib_write_bw -d "$dev" -s "$s" -n "$iters" -F |
        awk -v s="$s" '$1 == s && NF >= 4 { printf "%.1f", $4 * 8 * 1.048576 }')
-  wait
   [[ -n $lat && -n $bw ]] || fail "perftest at $s bytes gave no number"
   echo "${lat:--} ${bw:--}"
 }
