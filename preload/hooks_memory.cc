@@ -1,7 +1,8 @@
 // Exported hooks of the calls that give memory back or replace its pages (src/mem_watch.hpp):
 // each reports the range it is about to change, then does exactly what the next definition
-// (the allocator's, or libc's) does. While no registration is cached, the report is one
-// relaxed load, and a free outside what the cache covers one more load.
+// (the allocator's, or libc's) does. Until the registration cache is first used the report
+// is one relaxed load; after, a free of a block that starts above what the cache covers
+// costs one more.
 //
 // These run from the first free of the process on, before any constructor and inside the
 // loader's own calls (dlsym frees its error state): until a callback is set they do only

@@ -270,6 +270,7 @@ void RegCache::fork_child() noexcept {
     ++e.gen;
   }
   for (Seen& s : seen_) s.hi.store(0, std::memory_order_relaxed);
+  registering_.store(0, std::memory_order_relaxed);  // the parent's threads are not here
   bytes_ = 0;
   mem_watch::narrow(0, 0);
   mutex_.unlock();
