@@ -41,6 +41,7 @@ using link_io::kernel_recv;
 using link_io::kernel_send;
 using link_io::nonblocking;
 using link_io::now_ns;
+using link_io::SpinBudget;
 using link_io::socket_deadline;
 
 // Small on purpose: these run on the application's stack, whose threads may have little.
@@ -450,8 +451,7 @@ int Conn::wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool ha
   uint64_t offset;
   if ((phase_ == Phase::active && tcp_bytes_due() == 0) || awaiting) {
     const bool yield = notifier_.peer_on_my_cpu();
-    const int64_t spin_end = now_ns() + int64_t(options_.spin_us) * 1000;
-    while (now_ns() < spin_end) {
+    for (SpinBudget spin(options_.spin_us); spin.more();) {
       if (awaiting ? rx_control_.switch_offset(offset) : ready_for(what)) return 0;
       if (yield)
         sched_yield();

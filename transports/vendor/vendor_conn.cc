@@ -32,6 +32,7 @@ using link_io::kernel_recv;
 using link_io::kernel_send;
 using link_io::nonblocking;
 using link_io::now_ns;
+using link_io::SpinBudget;
 
 // TCP ended while the peer's vendor stream had not: its end (the library's shutdown)
 // normally comes first; after this long without it, bytes may be lost: reset.
@@ -358,8 +359,7 @@ int Conn::wait(int fd, short vendor_events, short tcp_events, Deadline& deadline
   if (vendor_events && vfd_ >= 0 && state() == State::linked) {
     // Spin first, as the verbs link does: a reply within the budget is taken without the
     // service thread's two wake-ups (the library's poll with timeout 0 takes no events).
-    const int64_t spin_end = now_ns() + int64_t(config().spin_us) * 1000;
-    while (now_ns() < spin_end)
+    for (SpinBudget spin(config().spin_us); spin.more();)
       if (vendor_revents(vendor_events) & (vendor_events | POLLHUP | POLLERR)) return 0;
   }
   int timeout_ms = deadline.poll_ms(fd);

@@ -69,6 +69,7 @@ using link_io::kernel_recv;
 using link_io::kernel_send;
 using link_io::nonblocking;
 using link_io::now_ns;
+using link_io::SpinBudget;
 
 // The part of `iov` after its first `skip` bytes, at most `max` bytes of it.
 int part_of(const iovec* iov, int n, size_t skip, size_t max, iovec* out, int out_max) noexcept {
@@ -870,8 +871,7 @@ int Conn::wait(int fd, WaitFor what, Deadline& deadline, int64_t until_ns) {
     failed = link_error_;
   }
   if (state() == State::established && !failed) {
-    const int64_t spin_end = now_ns() + int64_t(options_.spin_us) * 1000;
-    while (now_ns() < spin_end) {
+    for (SpinBudget spin(options_.spin_us); spin.more();) {
       if (ready_for(what, tcp_tx, failed)) return 0;
       __builtin_ia32_pause();
     }
