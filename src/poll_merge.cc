@@ -40,6 +40,7 @@ struct Scratch {
 };
 
 using link_io::now_ns;
+using link_io::SpinBudget;
 
 // Asks every user-link entry for its readiness now; returns how many have events.
 int user_readiness(pollfd* fds, nfds_t n, Socket* const* users) {
@@ -113,9 +114,13 @@ long poll_merged(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t*
     }
   } release{users, n};
 
-  const int64_t deadline =
-      timeout ? now_ns() + timeout->tv_sec * 1'000'000'000 + timeout->tv_nsec : -1;
-  const int64_t spin_until = now_ns() + int64_t(config().spin_us) * 1000;
+  const int64_t timeout_ns = timeout ? timeout->tv_sec * 1'000'000'000 + timeout->tv_nsec : -1;
+  const int64_t deadline = timeout ? now_ns() + timeout_ns : -1;
+  // Spinning reads the clock once per stride (SpinBudget), so the budget is cut to the
+  // timeout: a poll with a shorter timeout than the budget still returns on time.
+  int64_t spin_us = config().spin_us;
+  if (timeout) spin_us = std::clamp<int64_t>(timeout_ns / 1000, 0, spin_us);
+  SpinBudget spin{uint32_t(spin_us)};
   bool yield = false;  // a peer waits on this CPU: spinning would keep it from answering
   for (nfds_t i = 0; i < n && !yield; ++i)
     if (users[i]) yield = users[i]->link->peer_shares_cpu(*users[i]);
@@ -128,12 +133,11 @@ long poll_merged(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t*
     if (kernel_ready < 0) return -errno;
     ready += copy_kernel_revents(fds, n, users, k);
     if (ready > 0) return ready;
-    const int64_t now = now_ns();
-    if (deadline >= 0 && now >= deadline) return 0;
-    if (now < spin_until) {  // busy-wait within the spin budget: no sleep, no wake-up
+    if (spin.more()) {  // busy-wait within the spin budget: no sleep, no wake-up
       if (yield) sched_yield();
       continue;
     }
+    if (deadline >= 0 && now_ns() >= deadline) return 0;
 
     // Sleep: arm every link, add its wake descriptors, check once more (an event between
     // the check above and arming would otherwise be missed), then let the kernel wait.
