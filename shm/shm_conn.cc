@@ -513,7 +513,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   if (total == 0) return 0;
   iovec part[kIovChunk];
   size_t got = 0;
-  bool has_deadline = false, deadline_known = false;
+  bool has_deadline = false, deadline_known = false, waited = false;
   int64_t deadline = 0;
   for (;;) {
     check_peer_cheap();
@@ -571,8 +571,17 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       if (rx_.eof()) return ssize_t(got);
       if (note_peer_downgrade()) continue;  // the rest of the stream comes on TCP
       // Empty, no FIN: a peer that died has no FIN on the ring, but the kernel closed its
-      // TCP socket, which we see as end of stream or a reset.
-      const ssize_t t = tcp_peek(fd);
+      // TCP socket, which we see as end of stream or a reset. Asking the kernel is a system
+      // call per empty look, as much as the rest of a small message's round trip, so it is
+      // asked when something may have come there: after a wait of this call (whose poll
+      // watches the socket), when a readiness check saw the socket readable (tcp_news_),
+      // and at every kTcpLookEvery-th empty look otherwise (a program that only retries
+      // non-blocking receives).
+      const bool look_at_tcp = waited ||
+                               (tcp_news_.load(std::memory_order_relaxed) &&
+                                tcp_news_.exchange(false, std::memory_order_relaxed)) ||
+                               ++empty_looks_ % kTcpLookEvery == 0;
+      const ssize_t t = look_at_tcp ? tcp_peek(fd) : -EAGAIN;
       if (t == 0) {
         // The peer may have put its last bytes and its FIN on the ring, then closed, after
         // the ring was looked at above: look again before concluding that it died.
@@ -595,6 +604,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       if (w == -EINTR && interrupted_call_restarts()) continue;
       return w;
     }
+    waited = true;
   }
 }
 
@@ -988,7 +998,10 @@ short Conn::poll_now(int fd, short events) {
     } else {
       // TCP: bytes before the switch or after a downgrade, or the end of a dead peer.
       pollfd p{fd, short(POLLIN | POLLRDHUP), 0};
-      if (real().poll(&p, 1, 0) > 0) rev |= short(p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR));
+      if (real().poll(&p, 1, 0) > 0) {
+        rev |= short(p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR));
+        tcp_news_.store(true, std::memory_order_relaxed);  // the next empty recv looks
+      }
     }
   }
   if (events & POLLOUT) {

@@ -236,6 +236,12 @@ class Conn {
   // its reader's head stood at room_wait_head_; 0 when no such wait is under way. Written
   // under the send lock.
   std::atomic<int64_t> room_wait_since_{0};
+  // recv() on an empty ring asks the kernel socket (a dead peer's end) only when a
+  // readiness check saw it readable (tcp_news_), after a wait, or at every
+  // kTcpLookEvery-th empty look (empty_looks_, under the receive lock).
+  static constexpr unsigned kTcpLookEvery = 16;
+  std::atomic<bool> tcp_news_{false};
+  unsigned empty_looks_ = 0;
   uint64_t room_wait_head_ = 0;
   uint8_t expect_type_ = 0;
   uint64_t expect_end_ = 0;
