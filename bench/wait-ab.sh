@@ -29,6 +29,7 @@ done
 for prog in sockperf redis-server redis-benchmark; do
   command -v "$prog" >/dev/null || { echo "wait-ab.sh: skipped: $prog is not installed"; exit 77; }
 done
+# shellcheck source=bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
 bench_workdir wait-ab
 failed=0
