@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -31,6 +32,13 @@ class SpinBudget {
  public:
   static constexpr unsigned kClockStride = 16;
   explicit SpinBudget(uint32_t us) noexcept : budget_ns_(int64_t(us) * 1000) {}
+  // For a wait with a `timeout` (nullptr: none): the budget is cut to it, so that a call
+  // with a shorter timeout than the budget still returns on time (to within a stride).
+  SpinBudget(uint32_t us, const timespec* timeout) noexcept : SpinBudget(us) {
+    if (timeout)
+      budget_ns_ = std::clamp<int64_t>(
+          (timeout->tv_sec * 1'000'000'000 + timeout->tv_nsec) / 1000 * 1000, 0, budget_ns_);
+  }
   // Whether to check once more.
   bool more() noexcept {
     if (budget_ns_ == 0) return false;

@@ -114,13 +114,9 @@ long poll_merged(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t*
     }
   } release{users, n};
 
-  const int64_t timeout_ns = timeout ? timeout->tv_sec * 1'000'000'000 + timeout->tv_nsec : -1;
-  const int64_t deadline = timeout ? now_ns() + timeout_ns : -1;
-  // Spinning reads the clock once per stride (SpinBudget), so the budget is cut to the
-  // timeout: a poll with a shorter timeout than the budget still returns on time.
-  int64_t spin_us = config().spin_us;
-  if (timeout) spin_us = std::clamp<int64_t>(timeout_ns / 1000, 0, spin_us);
-  SpinBudget spin{uint32_t(spin_us)};
+  const int64_t deadline =
+      timeout ? now_ns() + timeout->tv_sec * 1'000'000'000 + timeout->tv_nsec : -1;
+  SpinBudget spin(config().spin_us, timeout);
   bool yield = false;  // a peer waits on this CPU: spinning would keep it from answering
   for (nfds_t i = 0; i < n && !yield; ++i)
     if (users[i]) yield = users[i]->link->peer_shares_cpu(*users[i]);

@@ -34,3 +34,17 @@ TEST_CASE("a spin budget ends only where it reads the clock, once per stride") {
   CHECK(checks >= long(2 * SpinBudget::kClockStride - 1));
   CHECK(checks % SpinBudget::kClockStride == SpinBudget::kClockStride - 1);
 }
+
+TEST_CASE("a spin budget is cut to a wait's timeout") {
+  const timespec zero{0, 0}, two_ms{0, 2'000'000};
+  SpinBudget none(50, &zero);
+  CHECK_FALSE(none.more());  // a poll with timeout 0 does not spin
+  // A 10 s budget for a wait of 2 ms lasts 2 ms (well under a second, however slow the host).
+  const int64_t start = now_ns();
+  SpinBudget cut(10'000'000, &two_ms);
+  while (cut.more()) {
+  }
+  const int64_t took = now_ns() - start;
+  CHECK(took >= 2'000'000);
+  CHECK(took < 1'000'000'000);
+}
