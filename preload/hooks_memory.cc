@@ -27,7 +27,8 @@ namespace {
 
 using namespace fastsock;
 
-// The next definition of `name`, resolved on first use. dlsym may itself free or realloc a
+// The next definition of `name`, resolved by the constructor below, or at first use when
+// that comes earlier. dlsym may itself free or realloc a
 // block (its error state): a call made while its own resolution is under way gets nullptr,
 // and free then leaves that block allocated — once per process, a few bytes.
 template <typename Fn>
@@ -89,6 +90,28 @@ bool replaces_pages(int advice) noexcept {
     default:
       return false;
   }
+}
+
+// Every next definition, resolved as soon as this library is initialised rather than at
+// each hook's first call. A first call can come from inside glibc's dlerror(): it formats
+// its message with asprintf, which calls realloc (and gettext calls free), and a dlsym made
+// there runs glibc's _dlerror_run, which frees the very result object dlerror is about to
+// write its message pointer into — heap corruption that crashed wrk at its exit (its first
+// realloc came after the vendor link's failed dlopen; tests/preload/progs/dlerror_first.c).
+// Calls made before this constructor (other libraries' constructors) still resolve lazily.
+__attribute__((constructor(101))) FASTSOCK_EARLY_SAFE void resolve_next_definitions() noexcept {
+  next_free.get();
+  next_realloc.get();
+  next_reallocarray.get();
+  next_usable_size.get();
+  next_munmap.get();
+  next_mremap.get();
+  next_madvise.get();
+  next_mmap.get();
+  next_mmap64.get();
+  next_shmdt.get();
+  next_brk.get();
+  next_sbrk.get();
 }
 
 }  // namespace

@@ -99,8 +99,9 @@ struct StaticDecision {
   size_t reasons_size = 0;  // with the terminating NUL: only that much is copied
 };
 
-bool note_attempt(void* attempted, TransportId, char*, size_t) noexcept {
+bool note_attempt(void* attempted, TransportId, char* why, size_t why_len) noexcept {
   *static_cast<bool*>(attempted) = true;
+  if (why_len) why[0] = '\0';  // walk_chain appends it as a reason (thrown away here)
   return false;
 }
 
