@@ -256,6 +256,7 @@ class Listener {
   int epoll_fd_ = -1;     // the record and every channel
   DiagSocket diag_;       // asks the kernel for accepted peers' socket cookies
   pid_t owner_pid_ = 0;   // the process whose channels the table holds
+  bool adopted_ = false;  // used in a process forked after open(): the record is shared
   struct epoll_event* events_ = nullptr;  // capacity_ + 1
   uid_t uid_ = 0;
   uint16_t port_ = 0;

@@ -160,6 +160,7 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
   }
   epoll_fd_ = epfd;
   owner_pid_ = current_pid();
+  adopted_ = false;
   record_fd_ = fd;
   presence_fd_ = presence;
   uid_ = uid;
@@ -605,6 +606,7 @@ int Listener::adopt_after_fork() noexcept {
   ev.data.u64 = kRecordTag;
   if (real().epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, record_fd_, &ev) != 0) return -errno;
   owner_pid_ = current_pid();
+  adopted_ = true;
   return 0;
 }
 
@@ -674,7 +676,11 @@ MatchResult Listener::match(Want& want) noexcept {
   ++counters_.not_fastsock;
   if (was_gone(want))
     return not_fastsock("the connector is gone (it closed its rendezvous channel before the accept)");
-  return not_fastsock(want.why ? want.why : "no fastsock dialer for this connection");
+  if (want.why) return not_fastsock(want.why);
+  // Processes sharing the record each read the channels they accepted: a connector's hello
+  // may sit in another one's table (docs/shm-rendezvous.md, Limits), which the reason says.
+  return not_fastsock(adopted_ ? "no fastsock dialer's hello reached this process (the listener is shared after fork)"
+                               : "no fastsock dialer for this connection");
 }
 
 // Handshake ---------------------------------------------------------------------------

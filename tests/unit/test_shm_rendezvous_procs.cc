@@ -458,6 +458,45 @@ TEST_CASE("a forked acceptor reads only the channels it accepted itself") {
   forget_channels();
 }
 
+TEST_CASE("a forked acceptor says when a connector's hello went to another process") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  forget_channels();
+  Dialer d;
+  REQUIRE(dial(d, srv.local) == 0);
+  const int tcp = tcp_socket(srv.local);
+  REQUIRE(tcp >= 0);
+  REQUIRE(d.send_hello(socket_cookie(tcp), nullptr, 0, &why) == 0);
+  // The parent (as one worker of a pre-fork server) accepts another connection and reads
+  // the hello into its table meanwhile.
+  const int plain = tcp_connect(srv.local);
+  const int plain_accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(plain_accepted >= 0);
+  MatchResult m = match_accepted(listener, plain_accepted);
+  CHECK(m.status == MatchStatus::not_fastsock);
+  CHECK(std::string(m.why) == "no fastsock dialer for this connection");
+  REQUIRE(listener.pending() == 1);
+  // The hello's connection is accepted by a forked worker, which has no hello for it.
+  REQUIRE(tcp_connect_fd(tcp, srv.local) == tcp);
+  const pid_t worker = spawn([&] {
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    if (accepted < 0) return 40;
+    MatchResult w = match_accepted(listener, accepted);
+    if (w.status != MatchStatus::not_fastsock) return 41;
+    const std::string want = "no fastsock dialer's hello reached this process "
+                             "(the listener is shared after fork)";
+    return w.why && want == w.why ? 0 : 42;
+  });
+  CHECK(wait_exit(worker) == 0);
+  CHECK(listener.pending() == 1);
+  d.close();
+  for (int fd : {tcp, plain, plain_accepted}) close(fd);
+  forget_channels();
+}
+
 TEST_CASE("a listener restarted while a client process keeps its channel") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));
