@@ -120,7 +120,7 @@ int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, uint32_t s
     }
   }
   if (addr_len == 0) {
-    *why = "no fastsock listener for this destination";
+    *why = "no fastsock listener for this destination and this euid";
     return -ECONNREFUSED;
   }
   const int fd = real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -138,7 +138,7 @@ int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, uint32_t s
       return err;
     }
     // Gone since the probe, or a presence name without a record (squatted): no listener.
-    *why = "no fastsock listener for this destination";
+    *why = "no fastsock listener for this destination and this euid";
     return err == -ECONNREFUSED || err == -ENOENT || err == -EPROTOTYPE ? -ECONNREFUSED : err;
   }
   // Abstract names have no permissions: anybody can bind any name. Only a record of our

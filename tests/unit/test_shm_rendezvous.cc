@@ -347,7 +347,7 @@ TEST_CASE("without a record, dial fails at once and sends nothing") {
   sockaddr_storage ss;
   const socklen_t len = to_sockaddr(srv.local, ss);
   CHECK(d.dial(reinterpret_cast<sockaddr*>(&ss), len, &why) == -ECONNREFUSED);
-  CHECK(std::string(why) == "no fastsock listener for this destination");
+  CHECK(std::string(why) == "no fastsock listener for this destination and this euid");
   CHECK(d.fd() == -1);
   sockaddr_un un{};
   un.sun_family = AF_UNIX;

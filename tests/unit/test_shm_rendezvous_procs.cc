@@ -928,7 +928,7 @@ TEST_CASE("a non-loopback address of this host finds the wildcard records, no ot
                                   : std::stoi(line.substr(a + 1, b - a - 1)),
                               line.substr(b + 1)};
   }
-  const std::string no_listener = "no fastsock listener for this destination";
+  const std::string no_listener = "no fastsock listener for this destination and this euid";
   const std::string not_ours =
       "destination is not an address of this host (its wildcard records do not apply)";
   auto expect = [&](const std::string& name, int rc_want, const std::string& why_want = "") {
