@@ -28,9 +28,9 @@ namespace {
 using namespace fastsock;
 
 // The next definition of `name`, resolved by the constructor below, or at first use when
-// that comes earlier. dlsym may itself free or realloc a
-// block (its error state): a call made while its own resolution is under way gets nullptr,
-// and free then leaves that block allocated — once per process, a few bytes.
+// that comes earlier. dlsym may itself free or realloc a block (its error state): a call
+// made while its own resolution is under way gets nullptr, and free then leaves that block
+// allocated — once per process, a few bytes.
 template <typename Fn>
 class Next {
  public:

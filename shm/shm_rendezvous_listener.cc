@@ -679,7 +679,8 @@ MatchResult Listener::match(Want& want) noexcept {
   if (want.why) return not_fastsock(want.why);
   // Processes sharing the record each read the channels they accepted: a connector's hello
   // may sit in another one's table (docs/shm-rendezvous.md, Limits), which the reason says.
-  return not_fastsock(adopted_ ? "no fastsock dialer's hello reached this process (the listener is shared after fork)"
+  return not_fastsock(adopted_ ? "no fastsock dialer's hello reached this process "
+                                 "(the listener is shared after fork)"
                                : "no fastsock dialer for this connection");
 }
 
