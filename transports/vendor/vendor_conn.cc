@@ -332,8 +332,8 @@ bool Conn::rx_on_vendor() const noexcept {
 }
 
 void Conn::watch_for_waiter(short vendor_events) noexcept {
-  const short armed = waiter_events_.load(std::memory_order_relaxed);
-  if ((armed & vendor_events) != vendor_events) arm(short(armed | vendor_events));
+  // (The service returns at once when it watches these events already.)
+  arm(short(waiter_events_.load(std::memory_order_relaxed) | vendor_events));
 }
 
 short Conn::arm(short vendor_events) noexcept {

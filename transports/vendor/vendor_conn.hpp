@@ -129,7 +129,9 @@ class Conn final : public ServiceClient {
   void drain_notifications() noexcept;
   // A non-blocking call would block on the link: the events a poll/epoll waiter armed
   // were computed before this call moved a direction onto the link (an edge-triggered
-  // waiter would sleep through the link's bytes), so the link watches these too.
+  // waiter would sleep through the link's bytes), so the link watches these too. Always
+  // armed again: the service's watch ends at its first wake-up, which waiter_events_ does
+  // not record, so "armed already" from it may be stale.
   void watch_for_waiter(short vendor_events) noexcept;
 
   std::atomic<State> state_{State::connecting};
