@@ -26,6 +26,9 @@ namespace fastsock::shm {
 
 namespace {
 
+// Records are named by effective uid: another user's listener is not looked for.
+constexpr const char* kNoListener = "no fastsock listener for this destination and this euid";
+
 uint64_t splitmix64(uint64_t x) noexcept {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -120,7 +123,7 @@ int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, uint32_t s
     }
   }
   if (addr_len == 0) {
-    *why = "no fastsock listener for this destination and this euid";
+    *why = kNoListener;
     return -ECONNREFUSED;
   }
   const int fd = real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -138,7 +141,7 @@ int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, uint32_t s
       return err;
     }
     // Gone since the probe, or a presence name without a record (squatted): no listener.
-    *why = "no fastsock listener for this destination and this euid";
+    *why = kNoListener;
     return err == -ECONNREFUSED || err == -ENOENT || err == -EPROTOTYPE ? -ECONNREFUSED : err;
   }
   // Abstract names have no permissions: anybody can bind any name. Only a record of our
