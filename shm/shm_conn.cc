@@ -76,7 +76,13 @@ Conn::~Conn() {
     // pool, see shm_pool.hpp); on the acceptor's side this marks it released. A connector's
     // slot that the acceptor did not take with a usable answer (rejected, no reply, no
     // eventfd, hello never sent) leaves the pool: its state on the other side is unknown.
-    if (side_ == 0 && !slot_confirmed_) pool_->forget(slot_);
+    if (side_ == 0 && !slot_confirmed_) {
+      // A withdrawn hello's reused slot was never taken by the acceptor: still its to reuse.
+      if (hello_withdrawn_ && slot_op_ == SlotOp::reuse)
+        pool_->withdrawn(slot_);
+      else
+        pool_->forget(slot_);
+    }
     pool_->release(slot_, side_);
     pool_->unref();
     return;
@@ -390,7 +396,9 @@ void Conn::acceptor_sent_on_tcp() {
   if (rx_control_.switch_offset(offset)) return;  // (its answer is being read elsewhere)
   std::lock_guard lock(peer_lock_);
   if (phase_ != Phase::awaiting_peer) return;
-  dialer_.close();  // the acceptor drops the hello it holds
+  // Another process accepted the connection (a listener shared after fork): the one
+  // holding the hello drops it, and the channel serves this process's next connection.
+  hello_withdrawn_ = dialer_.withdraw();
   fall_back("the acceptor sent on TCP without answering the rendezvous");
 }
 

@@ -198,6 +198,7 @@ class Conn {
   PoolSlot* slot_ = nullptr;
   SlotOp slot_op_ = SlotOp::unpooled;
   bool slot_confirmed_ = false;  // connector: the acceptor accepted this slot
+  bool hello_withdrawn_ = false;  // connector: another process accepted (Dialer::withdraw)
   RingProducer tx_;
   RingConsumer rx_;
   HandoffSender handoff_out_;

@@ -184,6 +184,13 @@ void Pool::forget(PoolSlot* slot) noexcept {
   }
 }
 
+void Pool::withdrawn(PoolSlot* slot) noexcept {
+  if (!slot || !mine()) return;
+  std::lock_guard guard(lock_);
+  if (!closed_ && slot->id < kPoolSlots && slots_[slot->id] == slot)
+    release_mark(*slot).store(kSlotReleased, std::memory_order_release);
+}
+
 PoolSlot* Pool::take_reused(uint16_t id, const char** why) noexcept {
   if (!mine() || id >= kPoolSlots) {
     *why = "no pooled segment in that slot";

@@ -73,6 +73,10 @@ class Pool {
   // Connector: the acceptor did not take this slot (rejected, or no usable answer): it
   // leaves the pool.
   void forget(PoolSlot* slot) noexcept;
+  // Connector: the hello that reused this slot was withdrawn (Dialer::withdraw), so the
+  // acceptor never took the slot: it is released on its side as before the hello, and the
+  // acceptor's mark (cleared when the slot was picked) says so again.
+  void withdrawn(PoolSlot* slot) noexcept;
 
   // Acceptor: the slot `id` for a reuse, with a reference for the caller; nullptr with
   // `why` when there is none or this side still uses it.

@@ -73,6 +73,7 @@ struct ListenerCounters {
   uint64_t by_late_where = 0;      // ... of which by a `where` match() waited for (no sock_diag)
   uint64_t not_fastsock = 0;       // match() decided the peer does not run fastsock
   uint64_t dropped_closed = 0;     // dialer closed its channel during a handshake
+  uint64_t withdrawn = 0;          // dialer withdrew its unmatched hello (channel kept)
   uint64_t dropped_uid = 0;        // credentials of another uid, or pid != the hello's pid
   uint64_t dropped_malformed = 0;  // hello or its control data refused
   uint64_t evicted = 0;            // table full: the oldest idle channel (or, with none,
@@ -205,7 +206,9 @@ class Listener {
   };
   enum class ReadResult : uint8_t { hello, waiting, dropped };
   // What reading one message left: read on, stop (nothing more is expected now), dropped.
-  enum class Step : uint8_t { next, done, dropped };
+  // next: read on; done: nothing more comes before this end replies; resumed: the channel
+  // is idle again after a `done` (a withdrawal), so read on after all; dropped.
+  enum class Step : uint8_t { next, done, resumed, dropped };
   // The connection match() looks for: its endpoints, and its peer socket's cookie once
   // known (0 before); `why` once sock_diag could not name it.
   struct Want {
@@ -234,6 +237,7 @@ class Listener {
   bool holds_unplaced_hello() const noexcept;
   int wait_for_wheres(const Want& want) noexcept;
   bool take_where(Entry& e, const void* wire, struct Received& r) noexcept;
+  bool take_withdraw(Entry& e, const void* wire, struct Received& r) noexcept;
   MatchResult match(Want& want) noexcept;
   MatchResult take(Entry& e) noexcept;
   void give_back(int slot, bool reusable) noexcept;
@@ -341,6 +345,12 @@ class Dialer {
   // Before the reply was read: closes the channel (the acceptor sees the handshake end)
   // and its pool.
   void close() noexcept;
+  // Before the reply was read, when none will come: the acceptor's bytes came on TCP first,
+  // so another process accepted the connection (a listener shared after fork) and the
+  // hello's holder can never match it. Tells the holder to drop the hello, and keeps the
+  // channel and its pool idle for the next connection. True when it did; false when the
+  // message could not be sent (the channel is then closed, as by close()).
+  bool withdraw() noexcept;
 
  private:
   void release_channel() noexcept;

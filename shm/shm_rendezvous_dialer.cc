@@ -304,6 +304,18 @@ void Dialer::release_channel() noexcept {
   pool_ = nullptr;
 }
 
+bool Dialer::withdraw() noexcept {
+  if (fd_ < 0 || cookie_ == 0) return false;
+  const WithdrawWire wire = encode_withdraw(Withdraw{nonce_, cookie_});
+  if (send_to_listener(&wire, sizeof wire, nullptr, 0) != 0) {
+    close();
+    return false;
+  }
+  // The holder reads it before anything sent on the channel after it.
+  release_channel();
+  return true;
+}
+
 void Dialer::close() noexcept {
   if (fd_ >= 0) internal_fds::close(fd_);
   fd_ = -1;

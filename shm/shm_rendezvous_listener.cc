@@ -239,6 +239,7 @@ Listener::ReadResult Listener::read_channel(Entry& e) noexcept {
   union Wire {
     HelloWire hello;
     WhereWire where;
+    WithdrawWire withdraw;
   } wire[2];
   void* const bufs[2] = {&wire[0], &wire[1]};
   for (;;) {
@@ -246,15 +247,16 @@ Listener::ReadResult Listener::read_channel(Entry& e) noexcept {
     const int got = recv_two_messages(e.fd, bufs, sizeof(Wire), r);
     bool done = got < 2;  // fewer than two: the channel was empty after them
     for (int i = 0; i < got; ++i) {
-      // (A message read with a held where is taken in the state that leaves: nothing may
-      // follow that where before this end replies, so it drops the channel, as it would
-      // have at the next read.)
+      // (A message read with a held where is taken in the state that leaves: only the
+      // hello's withdrawal may follow that where before this end replies; anything else
+      // drops the channel, as it would have at the next read.)
       const Step step = take_message(e, &wire[i], r[i], result);
       if (step == Step::dropped) {
         for (int j = i + 1; j < got; ++j) close_fds(r[j].control.fds, r[j].control.fd_count);
         return ReadResult::dropped;
       }
       if (step == Step::done) done = true;
+      if (step == Step::resumed) done = got < 2;
     }
     if (done) return result;
   }
@@ -277,8 +279,13 @@ Listener::Step Listener::take_message(Entry& e, const void* wire, Received& r,
   if (kind == kKindWhere && where_expected) {
     const bool held = e.state == State::hello;
     if (!take_where(e, wire, r)) return Step::dropped;
-    // Nothing follows a held hello's where until this end replies.
+    // Nothing follows a held hello's where until this end replies (or, if this end never
+    // matches it, until its connector withdraws it).
     return held ? Step::done : Step::next;  // (a skipped where: the next hello may follow)
+  }
+  if (kind == kKindWithdraw && e.state == State::hello) {
+    // The channel is idle again: the next hello may follow at once.
+    return take_withdraw(e, wire, r) ? Step::resumed : Step::dropped;
   }
   if (e.state != State::idle) {  // a second hello: not our protocol
     close_fds(r.control.fds, r.control.fd_count);
@@ -312,6 +319,33 @@ bool Listener::take_where(Entry& e, const void* wire, Received& r) noexcept {
   } else {
     e.where_due = false;
   }
+  return true;
+}
+
+// The connector learnt that another process accepted the connection (its bytes came on
+// TCP first): the hello it withdraws will never be matched here. Its descriptors go; the
+// pool slot it named was never taken (that happens only at a match), so it stays as it was.
+bool Listener::take_withdraw(Entry& e, const void* wire, Received& r) noexcept {
+  Withdraw w;
+  uint64_t ListenerCounters::*refused = &ListenerCounters::dropped_malformed;
+  WireError err = decode_withdraw(wire, size_t(r.len), r.truncated, w);
+  if (!err && (!r.control.has_creds || r.control.creds.uid != uid_ ||
+               r.control.creds.pid != e.hello.pid)) {
+    err = "dialer of another uid, or not the pid of its hello";
+    refused = &ListenerCounters::dropped_uid;
+  }
+  if (!err) err = check_control(r.control, 0, r.ctrunc);
+  if (!err && (w.cookie != e.hello.cookie || w.nonce != e.hello.nonce))
+    err = "withdraw of another hello";
+  if (err) {
+    close_fds(r.control.fds, r.control.fd_count);
+    drop(e, refused);
+    return false;
+  }
+  e.fds.reset();
+  e.where_known = e.where_due = false;
+  set_state(e, State::idle);
+  ++counters_.withdrawn;
   return true;
 }
 

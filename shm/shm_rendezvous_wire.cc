@@ -124,6 +124,32 @@ WhereWire encode_where(const Where& in) noexcept {
   return w;
 }
 
+WireError decode_withdraw(const void* buf, size_t len, bool truncated, Withdraw& out) noexcept {
+  if (truncated || len != sizeof(WithdrawWire)) return "withdraw of the wrong size";
+  WithdrawWire w;
+  memcpy(&w, buf, sizeof w);
+  if (w.magic != kWireMagic) return "withdraw with a wrong magic";
+  if (w.version != kWireVersion) return "withdraw of an unknown version";
+  if (w.size != sizeof(WithdrawWire) || w.kind != kKindWithdraw) return "not a withdraw";
+  if (!zero_bytes(w.reserved, sizeof w.reserved)) return "withdraw with reserved bytes set";
+  if (w.cookie == 0) return "withdraw without a socket cookie";
+  out.nonce = w.nonce;
+  out.cookie = w.cookie;
+  return nullptr;
+}
+
+WithdrawWire encode_withdraw(const Withdraw& in) noexcept {
+  WithdrawWire w;
+  memset(&w, 0, sizeof w);
+  w.magic = kWireMagic;
+  w.version = kWireVersion;
+  w.size = sizeof w;
+  w.kind = kKindWithdraw;
+  w.nonce = in.nonce;
+  w.cookie = in.cookie;
+  return w;
+}
+
 HelloWire encode_hello(const Hello& h) noexcept {
   HelloWire w;
   memset(&w, 0, sizeof w);

@@ -1,5 +1,5 @@
-// The three messages of the rendezvous (hello and where: connector -> acceptor; reply:
-// acceptor -> connector) and the parsing of what arrives with them. Both ends are on one host, so
+// The four messages of the rendezvous (hello, where and withdraw: connector -> acceptor;
+// reply: acceptor -> connector) and the parsing of what arrives with them. Both ends are on one host, so
 // fields are in host byte order; every message is one SOCK_SEQPACKET record of exactly
 // its size. Everything here treats its input as untrusted (a libFuzzer target drives it).
 //
@@ -26,10 +26,13 @@ inline constexpr uint32_t kWireMagic = 0x56525346;  // "FSRV" in memory on littl
 // Version 5: an accepted reuse of a pooled slot gets no reply message: the acceptor's
 // confirmation in the slot's segment is the answer (the connector then gives the channel
 // back itself). Fresh and unpooled segments, and every rejection, are answered as before.
-inline constexpr uint16_t kWireVersion = 5;
+// Version 6: a connector whose connection another process accepted (a listener shared after
+// fork) withdraws its unanswered hello, and the channel serves the next connection.
+inline constexpr uint16_t kWireVersion = 6;
 inline constexpr uint8_t kKindHello = 1;
 inline constexpr uint8_t kKindReply = 2;
 inline constexpr uint8_t kKindWhere = 4;  // (3 was version 2-3's intent)
+inline constexpr uint8_t kKindWithdraw = 5;
 
 // Pooled segments (shm_pool.hpp): slots per channel, and what a hello does with its slot.
 inline constexpr int kPoolSlots = 16;
@@ -91,6 +94,24 @@ static_assert(offsetof(WhereWire, cookie) == 16);
 static_assert(offsetof(WhereWire, connector) == 24);
 static_assert(offsetof(WhereWire, reserved_end) == 44);
 
+// Sent instead of closing the channel when the connector learnt that its hello will never be
+// answered: the acceptor's bytes came on TCP first, so another process (a sibling sharing
+// the listener after fork) accepted the connection. The holder drops the hello and its
+// descriptors; the channel, and the pool slot the hello named, serve the next connection.
+struct WithdrawWire {
+  uint32_t magic;               // kWireMagic
+  uint16_t version;             // kWireVersion
+  uint16_t size;                // sizeof(WithdrawWire)
+  uint8_t kind;                 // kKindWithdraw
+  uint8_t reserved[7];          // zero
+  uint64_t nonce;               // the hello's
+  uint64_t cookie;              // the hello's
+};
+static_assert(sizeof(WithdrawWire) == 32);
+static_assert(offsetof(WithdrawWire, kind) == 8);
+static_assert(offsetof(WithdrawWire, nonce) == 16);
+static_assert(offsetof(WithdrawWire, cookie) == 24);
+
 inline constexpr uint8_t kReplyAccepted = 1;
 inline constexpr uint8_t kReplyRejected = 2;
 inline constexpr size_t kReasonMax = 104;
@@ -132,6 +153,11 @@ struct Where {
   stats::Endpoint connector{};  // canonical (IPv4-mapped turned into IPv4)
 };
 
+struct Withdraw {
+  uint64_t nonce = 0;
+  uint64_t cookie = 0;
+};
+
 struct Reply {
   bool accepted = false;
   int32_t pid = 0;
@@ -147,9 +173,11 @@ using WireError = const char*;
 WireError decode_hello(const void* buf, size_t len, bool truncated, Hello& out) noexcept;
 WireError decode_reply(const void* buf, size_t len, bool truncated, Reply& out) noexcept;
 WireError decode_where(const void* buf, size_t len, bool truncated, Where& out) noexcept;
+WireError decode_withdraw(const void* buf, size_t len, bool truncated, Withdraw& out) noexcept;
 
 HelloWire encode_hello(const Hello& h) noexcept;
 WhereWire encode_where(const Where& w) noexcept;
+WithdrawWire encode_withdraw(const Withdraw& w) noexcept;
 // `reason` may be null (accepted); longer reasons are cut to kReasonMax - 1 bytes, and
 // bytes other than printable ASCII become '?'.
 ReplyWire encode_reply(bool accepted, int32_t pid, uint64_t nonce, uint8_t fd_count,

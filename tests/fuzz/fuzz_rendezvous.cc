@@ -11,6 +11,8 @@
 //      must end up empty
 //   4  the same towards a Dialer: the bytes are the reply of a fake acceptor
 //   5  decode_where, and re-encoding a decoded where gives the same where back
+//   6  decode_withdraw, likewise (mode 3 also feeds withdrawals to the listener: any
+//      input after a valid hello is taken by the kind byte it carries)
 // Invariants abort on violation, on top of the sanitizers' checks.
 #include <dirent.h>
 #include <dlfcn.h>
@@ -222,6 +224,19 @@ void check_where(const uint8_t* data, size_t size) {
   FUZZ_CHECK(decode_where(&again_wire, sizeof again_wire, true, again) != nullptr);
 }
 
+void check_withdraw(const uint8_t* data, size_t size) {
+  Withdraw w;
+  if (decode_withdraw(data, size, false, w)) return;
+  FUZZ_CHECK(size == sizeof(WithdrawWire));
+  FUZZ_CHECK(w.cookie != 0);
+  const WithdrawWire again_wire = encode_withdraw(w);
+  Withdraw again;
+  FUZZ_CHECK(decode_withdraw(&again_wire, sizeof again_wire, false, again) == nullptr);
+  FUZZ_CHECK(again.cookie == w.cookie && again.nonce == w.nonce);
+  FUZZ_CHECK(memcmp(&again_wire, data, sizeof again_wire) == 0);
+  FUZZ_CHECK(decode_withdraw(&again_wire, sizeof again_wire, true, again) != nullptr);
+}
+
 // Mode 4: a fake acceptor answers a real Dialer with the input.
 void check_dialer(uint8_t flags, const uint8_t* data, size_t size) {
   stats::Endpoint where = record_endpoint();
@@ -281,7 +296,7 @@ void check_dialer(uint8_t flags, const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
-  const uint8_t mode = data[0] % 6, flags = data[1];
+  const uint8_t mode = data[0] % 7, flags = data[1];
   data += 2;
   size -= 2;
   switch (mode) {
@@ -291,6 +306,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 3: check_listener(flags, data, size); break;
     case 4: check_dialer(flags, data, size); break;
     case 5: check_where(data, size); break;
+    case 6: check_withdraw(data, size); break;
   }
   return 0;
 }

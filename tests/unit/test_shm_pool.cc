@@ -244,6 +244,55 @@ TEST_CASE("the acceptor refuses the reuse of a slot it still uses (a scribbled r
   forget_channels();
 }
 
+TEST_CASE("a connection another process accepted gives its reused slot back: the next one "
+          "reuses it on the same channel", "[pool]") {
+  forget_channels();
+  Server s;
+  REQUIRE(s.open());
+  {
+    Pair first;
+    REQUIRE(open_pair(first, s.tcp, s.listener));
+    exchange(first, 1);
+  }
+  const Counts before = counts();
+  {
+    // The hello reuses the slot, but the connection is accepted without a match (as by a
+    // sibling worker of a pre-fork server, which never saw the hello) and answered on TCP.
+    Pair p;
+    p.connector = std::make_unique<Conn>(options(), p.connector_mode);
+    sockaddr_storage ss;
+    const socklen_t len = to_sockaddr(s.tcp.local, ss);
+    const char* why = "";
+    p.cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(p.connector->prepare(p.cfd, reinterpret_cast<sockaddr*>(&ss), len, &why) == 0);
+    REQUIRE(connect(p.cfd, reinterpret_cast<sockaddr*>(&ss), len) == 0);
+    REQUIRE(p.connector->start_connector(p.cfd, &why) == 0);
+    p.afd = accept4(s.tcp.fd, nullptr, nullptr, SOCK_CLOEXEC);
+    REQUIRE(p.afd >= 0);
+    const std::string down = pattern(3, 700);
+    REQUIRE(write(p.afd, down.data(), down.size()) == ssize_t(down.size()));
+    bool more = true;
+    CHECK(recv_exact(*p.connector, p.cfd, down.size(), more) == down);
+    CHECK(p.connector->phase() == Conn::Phase::tcp);
+    CHECK(std::string(p.connector->fallback_reason()) ==
+          "the acceptor sent on TCP without answering the rendezvous");
+    CHECK(counts().reused - before.reused == 1);  // (the connector's pick)
+  }
+  // The withdrawal reaches the listener before the next hello on the same channel; the
+  // slot was released on both sides as before, so the next connection reuses it.
+  Pair next;
+  REQUIRE(open_pair(next, s.tcp, s.listener));
+  REQUIRE(next.why.empty());
+  exchange(next, 5);
+  CHECK(s.listener.counters().withdrawn == 1);
+  CHECK(s.listener.counters().channels_opened == 1);
+  CHECK(counts().fresh == before.fresh);
+  CHECK(counts().retired == before.retired);
+  CHECK(counts().reused - before.reused == 3);  // the withdrawn pick, then both ends
+  next.end();
+  forget_channels();
+}
+
 TEST_CASE("scribbles on an idle pooled slot: counters are reset, a garbage mark retires the "
           "slot; the next connection works on shm", "[pool]") {
   forget_channels();

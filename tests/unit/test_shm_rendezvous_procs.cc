@@ -497,6 +497,79 @@ TEST_CASE("a forked acceptor says when a connector's hello went to another proce
   forget_channels();
 }
 
+TEST_CASE("a connector withdraws a hello that a sibling's accept left unanswered") {
+  TcpServer srv;
+  REQUIRE(tcp_listen(srv, "127.0.0.1"));
+  Listener listener;
+  const char* why = nullptr;
+  REQUIRE(listener.open(srv.local, &why) == 0);
+  forget_channels();
+  Dialer d;
+  REQUIRE(dial(d, srv.local) == 0);
+  // The hello reaches the parent, one worker of a pre-fork server, which reads it into its
+  // table while it accepts another connection...
+  const int tcp = tcp_socket(srv.local);
+  REQUIRE(tcp >= 0);
+  REQUIRE(d.send_hello(socket_cookie(tcp), nullptr, 0, &why) == 0);
+  const int plain = tcp_connect(srv.local);
+  const int plain_accepted = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(plain_accepted >= 0);
+  MatchResult m = match_accepted(listener, plain_accepted);
+  CHECK(m.status == MatchStatus::not_fastsock);
+  REQUIRE(listener.pending() == 1);
+  REQUIRE(tcp_connect_fd(tcp, srv.local) == tcp);
+  REQUIRE(d.send_where(local_of(tcp), &why) == 0);
+  // ... while a forked worker accepts the hello's connection and answers on TCP.
+  const pid_t worker = spawn([&] {
+    const int accepted = accept(srv.fd, nullptr, nullptr);
+    if (accepted < 0) return 40;
+    if (match_accepted(listener, accepted).status != MatchStatus::not_fastsock) return 41;
+    return write(accepted, "x", 1) == 1 ? 0 : 42;
+  });
+  CHECK(wait_exit(worker) == 0);
+  // The connector saw bytes on TCP before any answer: it withdraws the hello.
+  REQUIRE(d.withdraw());
+  CHECK(d.fd() == -1);
+  CHECK(channels::idle_count() == 1);
+  // The parent drops the hello at its next look, and the kept channel carries the next
+  // connection's hello, matched at once.
+  Dialer d2;
+  REQUIRE(dial(d2, srv.local) == 0);
+  const int tcp2 = handshake_connect(d2, srv.local, nullptr, 0);
+  REQUIRE(tcp2 >= 0);
+  const int accepted2 = accept(srv.fd, nullptr, nullptr);
+  REQUIRE(accepted2 >= 0);
+  MatchResult m2 = match_accepted(listener, accepted2);
+  CHECK(m2.status == MatchStatus::matched);
+  CHECK(listener.counters().withdrawn == 1);
+  CHECK(listener.counters().channels_opened == 1);  // the same channel
+  CHECK(listener.counters().dropped_closed == 0);
+  CHECK(listener.pending() == 0);
+  if (m2.status == MatchStatus::matched) REQUIRE(m2.handshake.reject("test", &why) == 0);
+
+  SECTION("a withdrawal that names another hello is not our protocol") {
+    Dialer d3;
+    REQUIRE(dial(d3, srv.local) == 0);
+    const int tcp3 = tcp_socket(srv.local);
+    REQUIRE(d3.send_hello(socket_cookie(tcp3), nullptr, 0, &why) == 0);
+    // A raw withdrawal with the right cookie but a nonce of no hello of this channel.
+    const WithdrawWire bad = encode_withdraw(Withdraw{d3.nonce() + 1, socket_cookie(tcp3)});
+    REQUIRE(send(d3.fd(), &bad, sizeof bad, 0) == ssize_t(sizeof bad));
+    const int plain3 = tcp_connect(srv.local);
+    const int plain3_accepted = accept(srv.fd, nullptr, nullptr);
+    REQUIRE(plain3_accepted >= 0);
+    CHECK(match_accepted(listener, plain3_accepted).status == MatchStatus::not_fastsock);
+    CHECK(listener.counters().dropped_malformed == 1);
+    CHECK(listener.counters().withdrawn == 1);
+    CHECK(listener.pending() == 0);
+    d3.close();
+    for (int fd : {tcp3, plain3, plain3_accepted}) close(fd);
+  }
+  d2.close();
+  for (int fd : {tcp, plain, plain_accepted, tcp2, accepted2}) close(fd);
+  forget_channels();
+}
+
 TEST_CASE("a listener restarted while a client process keeps its channel") {
   TcpServer srv;
   REQUIRE(tcp_listen(srv, "127.0.0.1"));
