@@ -526,6 +526,8 @@ Config config_from(EnvLookup env, std::string_view rules_text) {
   }
   if (const char* v = env("FASTSOCK_SPIN_US"))
     if (!parse_spin_us(v, c.spin_us, e)) report("FASTSOCK_SPIN_US", e);
+  if (const char* v = env("FASTSOCK_SPIN_ADAPT"))
+    if (!parse_bool(v, c.spin_adapt, e)) report("FASTSOCK_SPIN_ADAPT", e);
   if (const char* v = env("FASTSOCK_SHM_RING_MAX"))
     if (!parse_ring_max(v, c.shm_ring_max, e)) report("FASTSOCK_SHM_RING_MAX", e);
   if (const char* v = env("FASTSOCK_STATS"))

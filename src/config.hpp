@@ -70,6 +70,7 @@ struct Config {
   LogLevel log_level = LogLevel::warn;
   std::string log_file;         // empty: stderr
   uint32_t spin_us = 50;        // busy-wait budget before sleeping (transports that wait)
+  bool spin_adapt = true;       // a thread whose spins run out spins less (link_io::SpinHistory)
   // How far an shm ring this process writes may grow (FASTSOCK_SHM_RING_MAX), bytes.
   uint32_t shm_ring_max = kDefaultShmRingMax;
   bool stats_enabled = true;    // publish /dev/shm/fastsock-stats.<pid> for `fastsock stat`

@@ -8,9 +8,15 @@
 #include <cerrno>
 #include <climits>
 
+#include "config_load.hpp"
 #include "real.hpp"
 
 namespace fastsock::link_io {
+
+SpinHistory* thread_spin_history() noexcept {
+  static thread_local SpinHistory history;
+  return config().spin_adapt ? &history : nullptr;
+}
 
 bool nonblocking(int fd, int flags, SocketMode* mode) noexcept {
   if (flags & MSG_DONTWAIT) return true;

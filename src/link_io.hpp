@@ -22,7 +22,26 @@ inline int64_t now_ns() noexcept {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// A busy-wait budget of `us` microseconds (0: none). The clock is read once per
+// How a thread's recent spins ended, which sizes its next budget (SpinBudget). Spinning
+// pays only while what a wait waits for comes within the budget: a thread whose spins keep
+// running out (its peer answers later than that, as a server at a moderate request rate
+// does) burnt the whole budget for nothing each time, doubling a server's CPU time at
+// 10,000 requests/s (docs/configuration.md, FASTSOCK_SPIN_US). So every spin that runs out
+// halves the thread's next budgets, down to 1/16; a spin that finds what it waited for
+// brings back the full budget; and every kProbeEvery-th wait of a thread so reduced spins
+// in full, so that a peer that became faster is noticed.
+struct SpinHistory {
+  static constexpr unsigned kMaxShift = 4;
+  static constexpr unsigned kProbeEvery = 16;
+  unsigned shift = 0;  // budgets are divided by 2^shift
+  unsigned waits = 0;  // waits while reduced, for the probes
+};
+// The calling thread's, or nullptr when FASTSOCK_SPIN_ADAPT is off (every budget in full).
+SpinHistory* thread_spin_history() noexcept;
+
+// A busy-wait budget of `us` microseconds (0: none), sized by `history` (nullptr: always
+// the full budget) and noted in it when the object goes: a budget that ran out, or one
+// that ended before (the caller found what it waited for). The clock is read once per
 // kClockStride checks, not at every check, and first after kClockStride checks, so a wait
 // answered within them reads no clock at all: where clock_gettime is a system call (a clock
 // source without a vDSO read: HPET, as in the Soft-RoCE VM, where a read takes 1 us; Xen's;
@@ -31,13 +50,26 @@ inline int64_t now_ns() noexcept {
 class SpinBudget {
  public:
   static constexpr unsigned kClockStride = 16;
-  explicit SpinBudget(uint32_t us) noexcept : budget_ns_(int64_t(us) * 1000) {}
   // For a wait with a `timeout` (nullptr: none): the budget is cut to it, so that a call
   // with a shorter timeout than the budget still returns on time (to within a stride).
-  SpinBudget(uint32_t us, const timespec* timeout) noexcept : SpinBudget(us) {
+  explicit SpinBudget(uint32_t us, const timespec* timeout = nullptr,
+                      SpinHistory* history = thread_spin_history()) noexcept
+      : budget_ns_(int64_t(us) * 1000), history_(history) {
+    if (history_ && history_->shift != 0 &&
+        ++history_->waits % SpinHistory::kProbeEvery != 0)
+      budget_ns_ >>= history_->shift;
     if (timeout)
       budget_ns_ = std::clamp<int64_t>(
           (timeout->tv_sec * 1'000'000'000 + timeout->tv_nsec) / 1000 * 1000, 0, budget_ns_);
+  }
+  SpinBudget(const SpinBudget&) = delete;
+  SpinBudget& operator=(const SpinBudget&) = delete;
+  ~SpinBudget() {
+    if (!history_ || checks_ == 0) return;  // no spin: nothing learnt
+    if (!ran_out_)
+      history_->shift = 0;
+    else if (history_->shift < SpinHistory::kMaxShift)
+      ++history_->shift;
   }
   // Whether to check once more.
   bool more() noexcept {
@@ -47,6 +79,7 @@ class SpinBudget {
     if (end_ == 0) end_ = now + budget_ns_;
     if (now < end_) return true;
     budget_ns_ = 0;
+    ran_out_ = true;
     return false;
   }
 
@@ -54,6 +87,8 @@ class SpinBudget {
   int64_t budget_ns_;
   int64_t end_ = 0;
   unsigned checks_ = 0;
+  bool ran_out_ = false;
+  SpinHistory* history_;
 };
 
 // The bytes an iovec array covers.

@@ -451,6 +451,7 @@ TEST_CASE("config_from: defaults when nothing is set", "[config][env]") {
   CHECK(c.log_level == LogLevel::warn);
   CHECK(c.log_file.empty());
   CHECK(c.spin_us == 50);
+  CHECK(c.spin_adapt);
   CHECK(c.shm_ring_max == 1u << 20);
   CHECK(c.stats_enabled);
   CHECK_FALSE(c.zerocopy);
@@ -468,6 +469,7 @@ TEST_CASE("config_from: every variable set", "[config][env]") {
                                 {"FASTSOCK_LOG", "debug"},
                                 {"FASTSOCK_LOG_FILE", "/tmp/fastsock.log"},
                                 {"FASTSOCK_SPIN_US", "0"},
+                                {"FASTSOCK_SPIN_ADAPT", "no"},
                                 {"FASTSOCK_SHM_RING_MAX", "256K"},
                                 {"FASTSOCK_STATS", "off"},
                                 {"FASTSOCK_ZEROCOPY", "on"},
@@ -480,6 +482,7 @@ TEST_CASE("config_from: every variable set", "[config][env]") {
   CHECK(c.log_level == LogLevel::debug);
   CHECK(c.log_file == "/tmp/fastsock.log");
   CHECK(c.spin_us == 0);
+  CHECK_FALSE(c.spin_adapt);
   CHECK(c.shm_ring_max == 256u << 10);
   CHECK_FALSE(c.stats_enabled);
   CHECK(c.zerocopy);

@@ -71,7 +71,8 @@ void print_text(const Config& c, const LibraryLocation& lib,
   std::printf("  chain:      %s\n", chain_text(c.chain).c_str());
   std::printf("  log level:  %s\n", std::string(log_level_name(c.log_level)).c_str());
   std::printf("  log file:   %s\n", c.log_file.empty() ? "stderr" : c.log_file.c_str());
-  std::printf("  spin:       %u us\n", c.spin_us);
+  std::printf("  spin:       %u us%s\n", c.spin_us,
+              c.spin_us == 0 ? "" : c.spin_adapt ? " at most (adaptive)" : " (fixed)");
   std::printf("  ring max:   %u KiB (shm)\n", c.shm_ring_max >> 10);
   if (c.verbs_zero_copy)
     std::printf("  zero-copy:  verbs sends from %u KiB\n", c.verbs_zero_copy_min >> 10);
@@ -118,6 +119,7 @@ void print_json(const Config& c, const LibraryLocation& lib,
   std::printf("    \"log_level\": %s,\n", json_quote(log_level_name(c.log_level)).c_str());
   std::printf("    \"log_file\": %s,\n", c.log_file.empty() ? "null" : json_quote(c.log_file).c_str());
   std::printf("    \"spin_us\": %u,\n", c.spin_us);
+  std::printf("    \"spin_adapt\": %s,\n", json_bool(c.spin_adapt));
   std::printf("    \"shm_ring_max\": %u,\n", c.shm_ring_max);
   std::printf("    \"verbs_zero_copy\": %s,\n", json_bool(c.verbs_zero_copy));
   std::printf("    \"verbs_zero_copy_min\": %u,\n", c.verbs_zero_copy_min);
