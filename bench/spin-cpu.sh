@@ -14,8 +14,9 @@
 #
 #   bench/spin-cpu.sh [--rounds N] [--seconds S] [--rates "R1 R2 ..."] [--lib PATH]
 #
-# Exit status: 0 when every run printed its numbers, 1 otherwise, 2 on a usage error, 77
-# when sockperf is missing. Timings never decide it.
+# Exit status: 0 when every run printed its numbers (the library's runs on shm, as the
+# client's debug log says), 1 otherwise, 2 on a usage error, 77 when sockperf is missing.
+# Timings never decide it.
 set -uo pipefail
 rounds=3 seconds=3 rates="1000 10000 20000 0"
 lib=$(dirname "$0")/../build/preload/libfastsock.so
@@ -50,6 +51,9 @@ run() {
     fixed) env=(env LD_PRELOAD="$lib" FASTSOCK_SPIN_ADAPT=0) ;;
     adapt) env=(env LD_PRELOAD="$lib") ;;
   esac
+  rm -f "$tmp/client.log"
+  # The client's connection must be on shm (its debug log says so, and never a fallback).
+  local log=(FASTSOCK_LOG=debug FASTSOCK_LOG_FILE="$tmp/client.log")
   port=$(bench_free_port) || return 1
   "${env[@]}" sockperf server --tcp -i 127.0.0.1 -p "$port" >"$tmp/server.out" 2>&1 &
   srv=$!
@@ -59,11 +63,16 @@ run() {
   mps=$((rate > 0 ? rate : 1000000))
   # The client's CPU time: bash's `time` reports its user and system seconds.
   local TIMEFORMAT='%U %S'
-  { time "${env[@]}" timeout 60 sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" \
+  { time "${env[@]}" "${log[@]}" timeout 60 sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" \
       -t "$seconds" --mps "$mps" -m 16 >"$out" 2>&1; } 2>"$tmp/client.time"
   t1=$(cpu_ticks "$srv")
   kill -TERM "$srv" 2>/dev/null
   wait "$srv" 2>/dev/null
+  if [[ $setup != tcp ]] && { ! grep -q " on shm " "$tmp/client.log" ||
+                               grep -q "falls back to tcp" "$tmp/client.log"; }; then
+    echo "not on shm: $(grep -m1 "falls back\| on " "$tmp/client.log")" >"$out"
+    return 1
+  fi
   awk -v s="$(((t1 - t0)))" -v hz="$ticks_per_s" -v secs="$seconds" -v ctime="$(cat "$tmp/client.time")" '
     /Summary: Latency is/ { avg = $(NF - 1) }
     END {
