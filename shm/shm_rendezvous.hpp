@@ -238,6 +238,8 @@ class Listener {
   int wait_for_wheres(const Want& want) noexcept;
   bool take_where(Entry& e, const void* wire, struct Received& r) noexcept;
   bool take_withdraw(Entry& e, const void* wire, struct Received& r) noexcept;
+  bool accept_follow_up(Entry& e, struct Received& r, WireError err, bool about_hello,
+                        const char* other_hello) noexcept;
   MatchResult match(Want& want) noexcept;
   MatchResult take(Entry& e) noexcept;
   void give_back(int slot, bool reusable) noexcept;

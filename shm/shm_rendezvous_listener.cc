@@ -297,22 +297,31 @@ Listener::Step Listener::take_message(Entry& e, const void* wire, Received& r,
   return Step::next;
 }
 
-bool Listener::take_where(Entry& e, const void* wire, Received& r) noexcept {
-  Where w;
+// The checks shared by the messages that follow a hello on its channel (where, withdraw):
+// decoded (`err`), sent by the hello's pid with our uid, no descriptors, about that hello.
+// A refused one drops the channel, its descriptors closed: false then.
+bool Listener::accept_follow_up(Entry& e, Received& r, WireError err, bool about_hello,
+                                const char* other_hello) noexcept {
   uint64_t ListenerCounters::*refused = &ListenerCounters::dropped_malformed;
-  WireError err = decode_where(wire, size_t(r.len), r.truncated, w);
   if (!err && (!r.control.has_creds || r.control.creds.uid != uid_ ||
                r.control.creds.pid != e.hello.pid)) {
     err = "dialer of another uid, or not the pid of its hello";
     refused = &ListenerCounters::dropped_uid;
   }
   if (!err) err = check_control(r.control, 0, r.ctrunc);
-  if (!err && w.cookie != e.hello.cookie) err = "where of another socket than the hello's";
-  if (err) {
-    close_fds(r.control.fds, r.control.fd_count);
-    drop(e, refused);
+  if (!err && !about_hello) err = other_hello;
+  if (!err) return true;
+  close_fds(r.control.fds, r.control.fd_count);
+  drop(e, refused);
+  return false;
+}
+
+bool Listener::take_where(Entry& e, const void* wire, Received& r) noexcept {
+  Where w;
+  const WireError err = decode_where(wire, size_t(r.len), r.truncated, w);
+  if (!accept_follow_up(e, r, err, w.cookie == e.hello.cookie,
+                        "where of another socket than the hello's"))
     return false;
-  }
   if (e.state == State::hello) {
     e.where = w.connector;
     e.where_known = true;
@@ -327,21 +336,10 @@ bool Listener::take_where(Entry& e, const void* wire, Received& r) noexcept {
 // pool slot it named was never taken (that happens only at a match), so it stays as it was.
 bool Listener::take_withdraw(Entry& e, const void* wire, Received& r) noexcept {
   Withdraw w;
-  uint64_t ListenerCounters::*refused = &ListenerCounters::dropped_malformed;
-  WireError err = decode_withdraw(wire, size_t(r.len), r.truncated, w);
-  if (!err && (!r.control.has_creds || r.control.creds.uid != uid_ ||
-               r.control.creds.pid != e.hello.pid)) {
-    err = "dialer of another uid, or not the pid of its hello";
-    refused = &ListenerCounters::dropped_uid;
-  }
-  if (!err) err = check_control(r.control, 0, r.ctrunc);
-  if (!err && (w.cookie != e.hello.cookie || w.nonce != e.hello.nonce))
-    err = "withdraw of another hello";
-  if (err) {
-    close_fds(r.control.fds, r.control.fd_count);
-    drop(e, refused);
+  const WireError err = decode_withdraw(wire, size_t(r.len), r.truncated, w);
+  if (!accept_follow_up(e, r, err, w.cookie == e.hello.cookie && w.nonce == e.hello.nonce,
+                        "withdraw of another hello"))
     return false;
-  }
   e.fds.reset();
   e.where_known = e.where_due = false;
   set_state(e, State::idle);

@@ -89,8 +89,9 @@ struct Pair {
   }
 };
 
-// Sets up a connection to `server` (its listener `l`) the way the preload hooks do.
-bool open_pair(Pair& p, const TcpServer& server, Listener& l) {
+// The connector's side of a connection to `server`, the way the preload hooks do it: the
+// hello, the connect, then the acceptor's socket accepted (not matched yet).
+bool open_connector(Pair& p, const TcpServer& server) {
   p.connector = std::make_unique<Conn>(options(), p.connector_mode);
   sockaddr_storage ss;
   const socklen_t len = to_sockaddr(server.local, ss);
@@ -106,6 +107,13 @@ bool open_pair(Pair& p, const TcpServer& server, Listener& l) {
     return false;
   }
   p.afd = accept4(server.fd, nullptr, nullptr, SOCK_CLOEXEC);
+  return p.afd >= 0;
+}
+
+// Sets up a connection to `server` (its listener `l`) the way the preload hooks do.
+bool open_pair(Pair& p, const TcpServer& server, Listener& l) {
+  if (!open_connector(p, server)) return false;
+  const char* why = "";
   MatchResult m = match_accepted(l, p.afd);
   if (m.status != MatchStatus::matched) {
     p.why = m.why ? m.why : "not matched";
@@ -259,16 +267,7 @@ TEST_CASE("a connection another process accepted gives its reused slot back: the
     // The hello reuses the slot, but the connection is accepted without a match (as by a
     // sibling worker of a pre-fork server, which never saw the hello) and answered on TCP.
     Pair p;
-    p.connector = std::make_unique<Conn>(options(), p.connector_mode);
-    sockaddr_storage ss;
-    const socklen_t len = to_sockaddr(s.tcp.local, ss);
-    const char* why = "";
-    p.cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(p.connector->prepare(p.cfd, reinterpret_cast<sockaddr*>(&ss), len, &why) == 0);
-    REQUIRE(connect(p.cfd, reinterpret_cast<sockaddr*>(&ss), len) == 0);
-    REQUIRE(p.connector->start_connector(p.cfd, &why) == 0);
-    p.afd = accept4(s.tcp.fd, nullptr, nullptr, SOCK_CLOEXEC);
-    REQUIRE(p.afd >= 0);
+    REQUIRE(open_connector(p, s.tcp));
     const std::string down = pattern(3, 700);
     REQUIRE(write(p.afd, down.data(), down.size()) == ssize_t(down.size()));
     bool more = true;
