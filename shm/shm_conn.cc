@@ -399,7 +399,9 @@ void Conn::acceptor_sent_on_tcp() {
   // Another process accepted the connection (a listener shared after fork): the one
   // holding the hello drops it, and the channel serves this process's next connection.
   hello_withdrawn_ = dialer_.withdraw();
-  fall_back("the acceptor sent on TCP without answering the rendezvous");
+  // (Short: Conn::reason_ holds 111 characters.)
+  fall_back("the acceptor sent on TCP without answering: its process had no hello "
+            "(a listener shared after fork?)");
 }
 
 void Conn::check_peer_cheap() {

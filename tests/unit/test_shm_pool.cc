@@ -274,7 +274,8 @@ TEST_CASE("a connection another process accepted gives its reused slot back: the
     CHECK(recv_exact(*p.connector, p.cfd, down.size(), more) == down);
     CHECK(p.connector->phase() == Conn::Phase::tcp);
     CHECK(std::string(p.connector->fallback_reason()) ==
-          "the acceptor sent on TCP without answering the rendezvous");
+          "the acceptor sent on TCP without answering: its process had no hello "
+          "(a listener shared after fork?)");
     CHECK(counts().reused - before.reused == 1);  // (the connector's pick)
   }
   // The withdrawal reaches the listener before the next hello on the same channel; the
