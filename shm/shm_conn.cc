@@ -459,9 +459,13 @@ int Conn::wait(std::unique_lock<std::mutex>& lock, int fd, WaitFor what, bool ha
   // A connector awaiting the acceptor spins for its confirmation likewise.
   const bool awaiting = phase_ == Phase::awaiting_peer;
   uint64_t offset;
+  // Lives until the wait ends: the history needs its length. Only waits for data learn: a
+  // writer waiting for room (or for its handoff to be taken) has a reader at work.
+  SpinBudget spin(options_.spin_us, nullptr,
+                  what == WaitFor::data ? link_io::thread_spin_history() : nullptr);
   if ((phase_ == Phase::active && tcp_bytes_due() == 0) || awaiting) {
     const bool yield = notifier_.peer_on_my_cpu();
-    for (SpinBudget spin(options_.spin_us); spin.more();) {
+    while (spin.more()) {
       if (awaiting ? rx_control_.switch_offset(offset) : ready_for(what)) return 0;
       if (yield)
         sched_yield();

@@ -53,39 +53,73 @@ TEST_CASE("a spin budget is cut to a wait's timeout") {
 
 namespace {
 
-// Spins one wait of `us` to its end, or for one check only when `found` (a wait whose peer
-// answered during the spin); returns how long it spun in ns (0 when found).
-int64_t spin_wait(SpinHistory& h, uint32_t us, bool found) {
+void busy_until(int64_t t) {
+  while (now_ns() < t) {
+  }
+}
+
+// One wait of a thread with history `h` and a budget of `us`: its spin runs to its end, then
+// (as a wait sleeps) the wait lasts until `wait_ns` after it began; or, with `found`, the
+// first check finds the event. Returns how long the spin itself lasted (0 when found).
+int64_t one_wait(SpinHistory& h, uint32_t us, int64_t wait_ns, bool found = false) {
+  const int64_t start = now_ns();
   SpinBudget spin(us, nullptr, &h);
   if (found) {
     (void)spin.more();
     return 0;
   }
-  const int64_t start = now_ns();
   while (spin.more()) {
   }
-  return now_ns() - start;
+  const int64_t spun = now_ns() - start;
+  busy_until(start + wait_ns);
+  return spun;
 }
 
 }  // namespace
 
-TEST_CASE("budgets halve while spins run out, down to a sixteenth, and come back in full") {
+TEST_CASE("waits that outlast the budget halve it, down to a sixteenth; one within it restores it") {
   SpinHistory h;
-  CHECK(spin_wait(h, 1000, false) >= 1'000'000);
+  // 1 ms budgets, waits of 3 ms (the event comes after the spin would have ended anyway):
+  // the first kPatience in a row change nothing, each later one halves the budget.
+  for (unsigned i = 0; i < SpinHistory::kPatience; ++i)
+    CHECK(one_wait(h, 1000, 3'000'000) >= 1'000'000);
+  CHECK(h.shift == 0);
+  (void)one_wait(h, 1000, 3'000'000);
   CHECK(h.shift == 1);
-  (void)spin_wait(h, 1000, false);
+  (void)one_wait(h, 1000, 3'000'000);
   CHECK(h.shift == 2);
-  for (int i = 0; i < 5; ++i) (void)spin_wait(h, 1000, false);
+  for (int i = 0; i < 5; ++i) (void)one_wait(h, 1000, 3'000'000);
   CHECK(h.shift == SpinHistory::kMaxShift);  // no further
-  // Reduced to a sixteenth: 160 ms lasts 10 ms (bounds far apart: a loaded host may
-  // preempt the spin, never for 140 ms).
-  const int64_t reduced = spin_wait(h, 160'000, false);
+  // Reduced to a sixteenth: a 160 ms budget spins 10 ms (bounds far apart: a loaded host may
+  // preempt the spin, never for 140 ms); the wait, 200 ms, still outlasts the full budget.
+  const int64_t reduced = one_wait(h, 160'000, 200'000'000);
   CHECK(reduced >= 10'000'000);
   CHECK(reduced < 150'000'000);
-  // A wait whose peer answered while it spun restores the full budget.
-  CHECK(spin_wait(h, 1000, true) == 0);
+  CHECK(h.shift == SpinHistory::kMaxShift);
+  // A wait whose event came 5 ms in: the reduced spin (1 ms of 16) ran out, but the full
+  // budget would have found it, so the full budget is back.
+  CHECK(one_wait(h, 16'000, 5'000'000) < 16'000'000);
   CHECK(h.shift == 0);
-  CHECK(spin_wait(h, 20'000, false) >= 20'000'000);
+  CHECK(h.over == 0);
+  CHECK(one_wait(h, 20'000, 20'000'000) >= 20'000'000);
+}
+
+TEST_CASE("waits only sometimes longer than the budget keep it in full") {
+  SpinHistory h;
+  for (int i = 0; i < 12; ++i) {
+    (void)one_wait(h, 1000, 3'000'000);                    // outlasts it
+    CHECK(h.shift == 0);
+    if (i % 3 == 2) (void)one_wait(h, 1000, 0, true);      // found while spinning, every third
+  }
+  CHECK(h.over == 0);
+}
+
+TEST_CASE("a wait whose event comes while it spins restores the full budget") {
+  SpinHistory h;
+  h.shift = 3;
+  h.waits = 1;
+  CHECK(one_wait(h, 20'000, 0, true) == 0);
+  CHECK(h.shift == 0);
 }
 
 TEST_CASE("a reduced thread probes with the full budget every kProbeEvery-th wait") {
@@ -93,13 +127,9 @@ TEST_CASE("a reduced thread probes with the full budget every kProbeEvery-th wai
   h.shift = SpinHistory::kMaxShift;
   h.waits = 0;
   int full = 0;
-  for (unsigned i = 1; i <= 2 * SpinHistory::kProbeEvery; ++i) {
-    SpinBudget spin(16'000, nullptr, &h);  // 16 ms, or 1 ms reduced
-    const int64_t start = now_ns();
-    while (spin.more()) {
-    }
-    if (now_ns() - start >= 16'000'000) ++full;
-  }
+  for (unsigned i = 1; i <= 2 * SpinHistory::kProbeEvery; ++i)
+    // 16 ms, or 1 ms reduced; every wait lasts 20 ms, beyond the full budget.
+    if (one_wait(h, 16'000, 20'000'000) >= 16'000'000) ++full;
   CHECK(full == 2);
   CHECK(h.shift == SpinHistory::kMaxShift);  // the probes ran out too
 }

@@ -356,10 +356,11 @@ int Conn::wait(int fd, short vendor_events, short tcp_events, Deadline& deadline
   // for a blocking call: rsocket's rpoll is not safe with two threads polling one rsocket
   // (each arming yields one completion event, which either may take: the other then
   // sleeps through the data, and with a blocking event channel it blocks in rsocket).
+  SpinBudget spin(config().spin_us);  // lives until the wait ends: the history needs its length
   if (vendor_events && vfd_ >= 0 && state() == State::linked) {
     // Spin first, as the verbs link does: a reply within the budget is taken without the
     // service thread's two wake-ups (the library's poll with timeout 0 takes no events).
-    for (SpinBudget spin(config().spin_us); spin.more();)
+    while (spin.more())
       if (vendor_revents(vendor_events) & (vendor_events | POLLHUP | POLLERR)) return 0;
   }
   int timeout_ms = deadline.poll_ms(fd);

@@ -870,8 +870,12 @@ int Conn::wait(int fd, WaitFor what, Deadline& deadline, int64_t until_ns) {
     tcp_tx = !tx_switched_ || tx_back_on_tcp_;
     failed = link_error_;
   }
+  // Lives until the wait ends: the history needs its length. Only waits for data learn: a
+  // writer waiting for room (or for its handoff to be taken) has a reader at work.
+  SpinBudget spin(options_.spin_us, nullptr,
+                  what == WaitFor::data ? link_io::thread_spin_history() : nullptr);
   if (state() == State::established && !failed) {
-    for (SpinBudget spin(options_.spin_us); spin.more();) {
+    while (spin.more()) {
       if (ready_for(what, tcp_tx, failed)) return 0;
       __builtin_ia32_pause();
     }
