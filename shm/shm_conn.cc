@@ -174,8 +174,7 @@ int Conn::make_segment(const char** why) {
     *why = st.reason;
     return -st.err;
   }
-  own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  internal_fds::add(own_bell_);  // out of the application's close loops
+  own_bell_ = internal_fds::take(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (own_bell_ < 0) {
     *why = "cannot create an eventfd";
     return -errno;
@@ -222,7 +221,10 @@ int Conn::start_connector(int fd, const char** why) {
 
 void Conn::keep_memfd_for(int fd) {
   const int cloexec = fd >= 0 ? mode_->close_on_exec(fd) : -1;
-  if (cloexec != 0 || !fd_budget::room_for_exec(fd)) seg_->close_fd();
+  if (cloexec != 0 || !fd_budget::room_for_exec(fd))
+    seg_->close_fd();
+  else
+    seg_->keep_fd(internal_fds::take, internal_fds::remove);
 }
 
 int Conn::start_acceptor(Handshake& handshake, const char** why, int fd) {
@@ -264,8 +266,7 @@ int Conn::start_acceptor(Handshake& handshake, const char** why, int fd) {
     }
     // Mapped and sealed: the memfd is needed only to continue over exec.
     keep_memfd_for(fd);
-    own_bell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    internal_fds::add(own_bell_);  // out of the application's close loops
+    own_bell_ = internal_fds::take(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (own_bell_ < 0) {
       *why = "cannot create an eventfd";
       (void)handshake.reject(*why, &ignored);

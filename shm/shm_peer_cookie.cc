@@ -115,9 +115,8 @@ int DiagSocket::peer_cookie(const stats::Endpoint& peer, const stats::Endpoint& 
 
 int DiagSocket::open() noexcept {
   if (fd_ >= 0) return 0;
-  fd_ = real().socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  fd_ = internal_fds::take(real().socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
   if (fd_ < 0) return -errno;
-  internal_fds::add(fd_);  // out of the application's close loops, like every channel
   return 0;
 }
 

@@ -159,9 +159,8 @@ Pool::Pick Pool::pick(const Limits& limits, Status& status) noexcept {
   }
   status = s->segment.create(limits, kPooledSegmentName);
   if (status.ok()) {
-    s->own_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->own_bell = internal_fds::take(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (s->own_bell < 0) status = Status{errno, "cannot create an eventfd"};
-    internal_fds::add(s->own_bell);  // out of the application's close loops
   }
   if (!status.ok()) {
     unref_slot(s);

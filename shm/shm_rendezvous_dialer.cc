@@ -78,8 +78,7 @@ thread_local ProbeCache t_probe;
 
 int probe_socket(pid_t pid) noexcept {
   if (t_probe.fd < 0 || t_probe.pid != pid) {
-    t_probe.fd = real().socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    internal_fds::add(t_probe.fd);
+    t_probe.fd = internal_fds::take(real().socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     t_probe.pid = pid;
   }
   return t_probe.fd;
@@ -126,8 +125,8 @@ int dial_new_channel(uid_t uid, pid_t pid, const stats::Endpoint& ep, uint32_t s
     *why = kNoListener;
     return -ECONNREFUSED;
   }
-  const int fd = real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  internal_fds::add(fd);  // out of the application's close loops, like every channel
+  const int fd =
+      internal_fds::take(real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd < 0) {
     *why = "cannot create a rendezvous socket";
     return -errno;

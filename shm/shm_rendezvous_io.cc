@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "internal_fds.hpp"
 #include "real.hpp"
 #include "shm_rendezvous.hpp"
 
@@ -55,6 +56,8 @@ void fill_received(const msghdr& msg, ssize_t n, Received& out) noexcept {
   out.ctrunc = (msg.msg_flags & MSG_CTRUNC) != 0;
   out.control = ControlData{};
   parse_control(msg, out.control);
+  for (int i = 0; i < out.control.fd_count; ++i)
+    out.control.fds[i] = internal_fds::relocate(out.control.fds[i]);
   if (n == 0) {
     // An empty message reads like the end of the stream, and every caller treats it so:
     // the descriptors a peer may have attached to it are closed here.

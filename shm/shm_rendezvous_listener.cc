@@ -102,8 +102,9 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
   }
   capacity_ = options.table_capacity;
 
-  const int fd = real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  internal_fds::add(fd);  // the record and everything below: out of the application's reach
+  // The record and everything below: out of the application's reach.
+  const int fd =
+      internal_fds::take(real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd < 0) {
     const int err = -errno;
     close();
@@ -129,8 +130,7 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
   // it up with a cheap datagram connect() before creating anything (see Dialer::dial).
   int presence = -1;
   if (rc == 0) {
-    presence = real().socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    internal_fds::add(presence);
+    presence = internal_fds::take(real().socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     rc = presence < 0 ? -1
                       : real().bind(presence, reinterpret_cast<const sockaddr*>(&addr), addr_len);
     // Never read: refuse datagrams (senders get EPIPE) rather than let them queue.
@@ -141,8 +141,7 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
   // them have something to read, however many idle channels there are.
   int epfd = -1;
   if (rc == 0) {
-    epfd = real().epoll_create1(EPOLL_CLOEXEC);
-    internal_fds::add(epfd);
+    epfd = internal_fds::take(real().epoll_create1(EPOLL_CLOEXEC));
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kRecordTag;
@@ -577,8 +576,8 @@ bool Listener::handle_events(int n, const Want& want, int& found) noexcept {
       // the wanted one is usually first; the rest stay in the backlog (reported again)
       // rather than crowd the table.
       while (!got) {
-        const int fd = real().accept4(record_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        internal_fds::add(fd);
+        const int fd = internal_fds::take(
+            real().accept4(record_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
         if (fd < 0) {
           if (errno == EINTR || errno == ECONNABORTED) continue;
           break;  // EAGAIN, or an error the next match() sees again
@@ -630,8 +629,7 @@ int Listener::adopt_after_fork() noexcept {
   diag_.close();  // the parent's replies must not come here
   (void)diag_.open();
   internal_fds::close(epoll_fd_);
-  epoll_fd_ = real().epoll_create1(EPOLL_CLOEXEC);
-  internal_fds::add(epoll_fd_);
+  epoll_fd_ = internal_fds::take(real().epoll_create1(EPOLL_CLOEXEC));
   if (epoll_fd_ < 0) return -errno;
   epoll_event ev{};
   ev.events = EPOLLIN;

@@ -47,6 +47,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
   if (this != &other) {
     reset();
     fd_ = std::exchange(other.fd_, -1);
+    forget_fd_ = std::exchange(other.forget_fd_, nullptr);
     base_ = std::exchange(other.base_, nullptr);
     size_ = std::exchange(other.size_, 0);
     limits_ = other.limits_;
@@ -64,8 +65,12 @@ void Segment::reset() {
 }
 
 void Segment::close_fd() {
-  if (fd_ >= 0) sys::close(fd_);
+  if (fd_ >= 0) {
+    if (forget_fd_) forget_fd_(fd_);  // first: once closed, the number may be reused at once
+    sys::close(fd_);
+  }
   fd_ = -1;
+  forget_fd_ = nullptr;
 }
 
 unsigned char* Segment::ring_data(int d) const {

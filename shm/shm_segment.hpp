@@ -77,6 +77,16 @@ class Segment {
   // The memfd (to pass with SCM_RIGHTS), or -1 once closed.
   int fd() const { return fd_; }
   void close_fd();
+  // A memfd kept open (to continue over exec) is one of the library's descriptors: `take`
+  // gives it its number and registers it (internal_fds::take), `forget` is told before it
+  // closes (internal_fds::remove). Without them (the shm core's own tests) nothing is told.
+  using TakeFd = int (*)(int) noexcept;
+  using ForgetFd = void (*)(int) noexcept;
+  void keep_fd(TakeFd take, ForgetFd forget) {
+    if (fd_ < 0) return;
+    fd_ = take(fd_);
+    forget_fd_ = forget;
+  }
 
   // Validated at create/attach time, private copies.
   const Limits& limits() const { return limits_; }
@@ -100,6 +110,7 @@ class Segment {
   void write_fresh_layout();
 
   int fd_ = -1;
+  ForgetFd forget_fd_ = nullptr;  // keep_fd
   unsigned char* base_ = nullptr;
   uint64_t size_ = 0;
   Limits limits_{};

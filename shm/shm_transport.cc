@@ -39,8 +39,7 @@ constexpr const char* kNotFirst =
 thread_local const char* t_prepare_why = nullptr;
 // src/fd_budget.hpp: the eventfds of more shm connections would eat into the descriptors
 // the application may still need.
-constexpr const char* kNoFdBudget =
-    "descriptors: half of RLIMIT_NOFILE in use, kept for the application";
+constexpr const char* kNoFdBudget = fd_budget::kNoRoomReason;
 
 static_assert(kMinShmRingMax == shm::kMinWindow && kMaxShmRingMax == shm::kMaxWindowLimit,
               "FASTSOCK_SHM_RING_MAX's range is the shm protocol's");

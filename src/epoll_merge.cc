@@ -105,8 +105,7 @@ EpollSet* find_or_create_set(int epfd) {
   auto* set = new (std::nothrow) EpollSet;
   if (!set) return nullptr;
   set->epfd = epfd;
-  set->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  internal_fds::add(set->bell);
+  set->bell = internal_fds::take(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = set;

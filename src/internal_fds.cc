@@ -1,7 +1,9 @@
 #include "internal_fds.hpp"
 
+#include <fcntl.h>
 #include <linux/close_range.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cerrno>
@@ -47,6 +49,20 @@ Word* word_of(int fd, bool create) noexcept {
 
 uint64_t bit_of(int fd) noexcept { return uint64_t{1} << (unsigned(fd) % 64); }
 
+std::atomic<long> g_count{0};
+
+constexpr int kMaxBase = 4096;
+std::atomic<int> g_base{-1};  // -1: the limit not read yet
+
+int read_base() noexcept {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  const rlim_t half = rl.rlim_cur == RLIM_INFINITY ? kMaxBase : rl.rlim_cur / 2;
+  const int base = half > rlim_t(kMaxBase) ? kMaxBase : int(half);
+  g_base.store(base, std::memory_order_relaxed);
+  return base;
+}
+
 constexpr int kMaxHandlers = 4;
 std::atomic<ReplacedHandler> g_handlers[kMaxHandlers];
 
@@ -75,12 +91,47 @@ long next_internal(unsigned from, unsigned last) noexcept {
 }  // namespace
 
 void add(int fd) noexcept {
-  if (Word* w = word_of(fd, true)) w->fetch_or(bit_of(fd), std::memory_order_release);
+  if (Word* w = word_of(fd, true))
+    if (!(w->fetch_or(bit_of(fd), std::memory_order_release) & bit_of(fd)))
+      g_count.fetch_add(1, std::memory_order_relaxed);
 }
 
 void remove(int fd) noexcept {
-  if (Word* w = word_of(fd, false)) w->fetch_and(~bit_of(fd), std::memory_order_release);
+  if (Word* w = word_of(fd, false))
+    if (w->fetch_and(~bit_of(fd), std::memory_order_release) & bit_of(fd))
+      g_count.fetch_sub(1, std::memory_order_relaxed);
 }
+
+int placement_base() noexcept {
+  const int base = g_base.load(std::memory_order_relaxed);
+  return base >= 0 ? base : read_base();
+}
+
+int take(int fd) noexcept {
+  fd = relocate(fd);
+  add(fd);
+  return fd;
+}
+
+int relocate(int fd) noexcept {
+  if (fd < 0) return fd;
+  const int saved_errno = errno;
+  int base = placement_base();
+  if (fd < base) {
+    int moved = real().fcntl(fd, F_DUPFD_CLOEXEC, base);
+    // EINVAL: the base is at or above a limit lowered since it was read.
+    if (moved < 0 && errno == EINVAL && fd < (base = read_base()))
+      moved = real().fcntl(fd, F_DUPFD_CLOEXEC, base);
+    if (moved >= 0) {
+      real().close(fd);
+      fd = moved;
+    }
+  }
+  errno = saved_errno;
+  return fd;
+}
+
+long count() noexcept { return g_count.load(std::memory_order_relaxed); }
 
 void on_replaced(ReplacedHandler handler) noexcept {
   for (auto& slot : g_handlers) {

@@ -15,6 +15,29 @@ namespace fastsock::internal_fds {
 
 // Registers / forgets one of the library's descriptors. Lock-free; -1 is ignored.
 void add(int fd) noexcept;
+
+// A descriptor the library just made (eventfd, socket, epoll set, memfd, one received over
+// a rendezvous channel), before it is used anywhere: moved to the lowest free number at or
+// above placement_base() (the original number closed), registered as with add(), and
+// returned. The kernel hands out the lowest free number, so without the move each of the
+// library's descriptors pushes the application's next ones up: wrk sizes its event loop
+// for 10 + 3 x its connections descriptors and counted connect errors once the library's
+// eventfds passed that, and a select() program reaches FD_SETSIZE sooner. If no number
+// there is free (or the limit is lower), the descriptor stays where it is. -1 is returned
+// as is, errno untouched. Always close-on-exec, as every descriptor of the library is
+// (exec_handover clears it for the exec that needs it).
+int take(int fd) noexcept;
+
+// take() without registering: for descriptors received from a peer, which their owner
+// registers once it keeps them.
+int relocate(int fd) noexcept;
+
+// Where take() puts descriptors: half the soft RLIMIT_NOFILE, at most 4096 (the kernel's
+// table grows to the highest number in use, and a fork copies it).
+int placement_base() noexcept;
+
+// How many descriptors are registered now (the library's share, fd_budget.hpp).
+long count() noexcept;
 void remove(int fd) noexcept;
 
 // Forgets `fd`, then closes it (in that order: once closed, the number may be reused at once

@@ -4,7 +4,10 @@
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "internal_fds.hpp"
 
@@ -21,6 +24,46 @@ void open_at(int fd) {
   close(tmp);
 }
 }  // namespace
+
+TEST_CASE("take: a new descriptor moves above the placement base and is counted") {
+  const int base = fs::placement_base();
+  REQUIRE(base > 0);
+  const long before = fs::count();
+  const int low = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(low >= 0);
+  REQUIRE(low < base);
+  const int fd = fs::take(low);
+  CHECK(fd >= base);
+  CHECK_FALSE(is_open(low));  // the number the application would have got next is free
+  CHECK(fs::contains(fd));
+  CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+  CHECK(fs::count() == before + 1);
+  fs::add(fd);  // once only
+  CHECK(fs::count() == before + 1);
+  CHECK(fs::close(fd) == 0);
+  CHECK(fs::count() == before);
+  fs::remove(fd);  // no longer there: not counted twice
+  CHECK(fs::count() == before);
+  // A failed creation passes through, errno intact.
+  errno = EMFILE;
+  CHECK(fs::take(-1) == -1);
+  CHECK(errno == EMFILE);
+}
+
+TEST_CASE("take: under a limit lowered below the base, the base follows the limit") {
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  rlimit low_limit = saved;
+  low_limit.rlim_cur = 64;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low_limit) == 0);
+  const int low = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int fd = low >= 0 && low < 32 ? fs::take(low) : -1;
+  CHECK(fs::placement_base() == 32);
+  CHECK(fd >= 32);
+  CHECK(fd < 64);
+  if (fd >= 0) fs::close(fd);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+}
 
 TEST_CASE("membership: add, remove, and numbers far apart") {
   CHECK_FALSE(fs::contains(-1));

@@ -61,14 +61,12 @@ int Conn::start(int fd, bool acceptor, const TcpKey& key, const stats::Endpoint&
                 Service* const* services, int count, const char** why) noexcept {
   log_fd_ = fd;
   acceptor_ = acceptor;
-  notify_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // not interposed calls
-  wake_ = real().epoll_create1(EPOLL_CLOEXEC);
+  notify_ = internal_fds::take(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // not interposed calls
+  wake_ = internal_fds::take(real().epoll_create1(EPOLL_CLOEXEC));
   if (notify_ < 0 || wake_ < 0) {
     *why = "no descriptor for the wake-up set";
     return -EMFILE;
   }
-  internal_fds::add(notify_);
-  internal_fds::add(wake_);
   epoll_event ev{};
   ev.events = EPOLLIN;
   if (real().epoll_ctl(wake_, EPOLL_CTL_ADD, notify_, &ev) != 0) {

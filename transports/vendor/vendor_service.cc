@@ -135,9 +135,10 @@ Service* Service::get(size_t index, const char** why) noexcept {
   if (!usable(index, why)) return nullptr;
   ReentryGuard guard;
   const Lib& lib = profiles().libs[index]->get();
-  // Not interposed calls.
-  const int bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  const int tick = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  // Not interposed calls; registered below.
+  const int bell = internal_fds::relocate(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  const int tick =
+      internal_fds::relocate(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
   if (bell < 0 || tick < 0) {
     *why = "no descriptor for the service's bell or timer";
     if (bell >= 0) close(bell);

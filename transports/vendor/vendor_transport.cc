@@ -91,7 +91,7 @@ class VendorTransport final : public ConnTransport<VendorTransport, vendors::Con
       for (; count < l->count; ++count) services[count] = l->services[count];
     }
     if (!fd_budget::room_for_link(s.slot->fd)) {
-      snprintf(why, why_len, "descriptors: half of RLIMIT_NOFILE in use, kept for the application");
+      snprintf(why, why_len, "%s", fd_budget::kNoRoomReason);
       return -EMFILE;
     }
     vendors::TcpKey key{};  // as the acceptor sees it

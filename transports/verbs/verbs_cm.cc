@@ -146,8 +146,9 @@ Cm* Cm::start(const char** why) noexcept {
     l->rdma_destroy_event_channel(channel);
     return nullptr;
   }
-  const int bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // not an interposed call
-  const int always_ready = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+  // Not interposed calls; registered below.
+  const int bell = internal_fds::relocate(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  const int always_ready = internal_fds::relocate(eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK));
   Cm* cm = bell >= 0 && always_ready >= 0 ? new (std::nothrow) Cm(l, channel, bell, always_ready)
                                           : nullptr;
   if (!cm) {

@@ -128,12 +128,11 @@ void Conn::destroy_resources() noexcept {
 int Conn::start_connector(const TcpKey& key, const char** why) noexcept {
   key_ = key;
   nonce_ = random_nonce();
-  wake_fd_ = real().epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = internal_fds::take(real().epoll_create1(EPOLL_CLOEXEC));
   if (wake_fd_ < 0) {
     *why = "no descriptor for the wake-up set";
     return -errno;
   }
-  internal_fds::add(wake_fd_);
   std::lock_guard lock(cm_.lock());
   return cm_.connect(this, key.local, key.peer, &id_, why);
 }
@@ -141,12 +140,11 @@ int Conn::start_connector(const TcpKey& key, const char** why) noexcept {
 int Conn::start_acceptor(const TcpKey& key, const char** why) noexcept {
   key_ = key;
   acceptor_ = true;
-  wake_fd_ = real().epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = internal_fds::take(real().epoll_create1(EPOLL_CLOEXEC));
   if (wake_fd_ < 0) {
     *why = "no descriptor for the wake-up set";
     return -errno;
   }
-  internal_fds::add(wake_fd_);
   std::lock_guard lock(cm_.lock());
   cm_.add_acceptor(this, key);
   return 0;
@@ -267,7 +265,9 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
     *why = "cannot allocate a completion channel";
     return -ENOMEM;
   }
-  internal_fds::add(channel_->fd);
+  // Moved like the library's own (libibverbs reads and closes channel_->fd, and no completion
+  // queue refers to it yet).
+  channel_->fd = internal_fds::take(channel_->fd);
   const int fl = real().fcntl(channel_->fd, F_GETFL);
   (void)real().fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK);
   // Every completion that can be outstanding fits (a full completion queue is a fatal

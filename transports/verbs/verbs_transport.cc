@@ -73,7 +73,7 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
     const bool inherited =
         side == Side::server && !verbs::Cm::listens_here(listener->listen_state[kVerbs]);
     if (!fd_budget::room_for_link(s.slot->fd)) {
-      snprintf(why, why_len, "descriptors: half of RLIMIT_NOFILE in use, kept for the application");
+      snprintf(why, why_len, "%s", fd_budget::kNoRoomReason);
       return -EMFILE;
     }
     verbs::Cm* cm = verbs::Cm::get(&reason);
