@@ -132,6 +132,11 @@ class Conn {
   // true when the phase changed.
   bool check_peer();
   void check_peer_cheap();
+  // poll_now while the acceptor's answer is awaited and nothing confirmed it: every byte
+  // goes by TCP, so one poll() of the socket and the rendezvous channel answers. False
+  // when the channel has something (the reply, a rejection, its end) or the confirmation
+  // came: check_peer must take it first.
+  bool poll_awaiting(int fd, short events, short& rev);
   void acceptor_sent_on_tcp();
   void fall_back(const char* why);
   // The segment's memfd stays open while the socket `fd` is inherited by exec (not
