@@ -340,6 +340,16 @@ void read_exact(int fd, void* buf, size_t len) {
   }
 }
 
+void byte_both_ways(int client, int server, int i) {
+  char b = (char)i, got = 0;
+  write_all(client, &b, 1);
+  read_exact(server, &got, 1);
+  CHECK(got == b, "pair %d: byte", i);
+  write_all(server, &b, 1);
+  read_exact(client, &got, 1);
+  CHECK(got == b, "pair %d: byte back", i);
+}
+
 size_t read_to_eof(int fd, void* buf, size_t cap) {
   char* p = buf;
   size_t total = 0;

@@ -79,6 +79,8 @@ int ipv6_loopback_available(void);
 // Blocking helpers that loop over short transfers; they fail the program on error or EOF.
 void write_all(int fd, const void* buf, size_t len);
 void read_exact(int fd, void* buf, size_t len);
+// Connection `i` of a test (client and server ends) carries the byte i each way.
+void byte_both_ways(int client, int server, int i);
 // Reads until EOF, returns the byte count (fails if more than `cap`).
 size_t read_to_eof(int fd, void* buf, size_t cap);
 

@@ -52,15 +52,7 @@ int main(void) {
     ++pairs;
   }
   // Every connection works, whichever link it is on.
-  for (int i = 0; i < pairs; ++i) {
-    char b = (char)i, got = 0;
-    write_all(client[i], &b, 1);
-    read_exact(server[i], &got, 1);
-    CHECK(got == b, "pair %d: byte", i);
-    write_all(server[i], &b, 1);
-    read_exact(client[i], &got, 1);
-    CHECK(got == b, "pair %d: byte back", i);
-  }
+  for (int i = 0; i < pairs; ++i) byte_both_ways(client[i], server[i], i);
   ok("%d connections under a limit of %d descriptors, each exchanged a byte both ways", pairs,
      kLimit);
   // On the plain kernel about (kLimit - 4) / 2 = 62 pairs fit. The budget leaves the

@@ -79,13 +79,7 @@ int main(void) {
     ++next;
     // A byte each way: the link's descriptors (the peer's eventfd comes with its answer)
     // are all made before the next socket.
-    char b = (char)i, got = 0;
-    write_all(client[i], &b, 1);
-    read_exact(server[i], &got, 1);
-    CHECK(got == b, "pair %d: byte", i);
-    write_all(server[i], &b, 1);
-    read_exact(client[i], &got, 1);
-    CHECK(got == b, "pair %d: byte back", i);
+    byte_both_ways(client[i], server[i], i);
   }
   ok("%d connections: every socket got the number the kernel gives without the library",
      kPairs);
