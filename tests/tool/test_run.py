@@ -55,7 +55,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # Relative paths resolve against the tool's working directory: run it from `tmp`.
     p = subprocess.run(
         [os.environ["FASTSOCK_TOOL"], "run", "--transports", "vendor,tcp", "--log=debug",
-         "--log-file", "fs.log", "--rules", "rules", "--spin-us", "0", "--no-stats",
+         "--log-file", "fs.log", "--rules", "rules", "--spin-us", "0", "--spin-adapt", "off", "--no-stats",
          "--lib", LIB, "--", sys.executable, "-c", PROBE],
         env=clean_env(), cwd=tmp, capture_output=True, text=True, timeout=30)
     seen = parse_json(p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "")
@@ -65,6 +65,7 @@ with tempfile.TemporaryDirectory() as tmp:
         "FASTSOCK_LOG_FILE": os.path.join(os.path.realpath(tmp), "fs.log"),
         "FASTSOCK_RULES": os.path.join(os.path.realpath(tmp), "rules"),
         "FASTSOCK_SPIN_US": "0",
+        "FASTSOCK_SPIN_ADAPT": "off",
         "FASTSOCK_STATS": "0",
     }
     got = {k: v for k, v in (seen or {}).get("env", {}).items() if k in expected}
@@ -114,6 +115,7 @@ with tempfile.TemporaryDirectory() as tmp:
         (["--spin-us", "-1"], "--spin-us"),
         (["--spin-us", "1000001"], "--spin-us"),
         (["--spin-us", "12abc"], "--spin-us"),
+        (["--spin-adapt", "sometimes"], "--spin-adapt"),
         (["--rules", os.path.join(tmp, "missing")], "--rules"),
         (["--rules", bad_rules], ":2:"),                    # the line of the bad rule
         (["--log-file="], "--log-file"),

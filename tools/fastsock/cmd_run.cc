@@ -27,7 +27,7 @@ namespace {
 constexpr const char* kCommand = "fastsock run";
 
 struct RunOptions {
-  std::optional<std::string> transports, log, log_file, rules, spin_us, lib;
+  std::optional<std::string> transports, log, log_file, rules, spin_us, spin_adapt, lib;
   bool no_stats = false;
 };
 
@@ -59,6 +59,13 @@ bool validate(const RunOptions& o, OptionCursor& cursor) {
     uint32_t spin;
     if (!parse_spin_us(*o.spin_us, spin, err)) {
       cursor.usage_error("invalid --spin-us '" + *o.spin_us + "': " + err.message);
+      return false;
+    }
+  }
+  if (o.spin_adapt) {
+    bool adapt;
+    if (!parse_bool(*o.spin_adapt, adapt, err)) {
+      cursor.usage_error("invalid --spin-adapt '" + *o.spin_adapt + "': " + err.message);
       return false;
     }
   }
@@ -119,6 +126,7 @@ int cmd_run(std::span<char* const> args) {
     else if (cursor.value("--log-file", v)) o.log_file = v;
     else if (cursor.value("--rules", v)) o.rules = v;
     else if (cursor.value("--spin-us", v)) o.spin_us = v;
+    else if (cursor.value("--spin-adapt", v)) o.spin_adapt = v;
     else if (cursor.value("--lib", v)) o.lib = v;
     else if (cursor.flag("--no-stats")) o.no_stats = true;
     else cursor.unknown();
@@ -146,6 +154,7 @@ int cmd_run(std::span<char* const> args) {
   if (o.log_file) set("FASTSOCK_LOG_FILE", absolute_path(*o.log_file));
   if (o.rules) set("FASTSOCK_RULES", absolute_path(*o.rules));
   if (o.spin_us) set("FASTSOCK_SPIN_US", *o.spin_us);
+  if (o.spin_adapt) set("FASTSOCK_SPIN_ADAPT", *o.spin_adapt);
   if (o.no_stats) set("FASTSOCK_STATS", "0");
 
   const char* existing = std::getenv("LD_PRELOAD");

@@ -37,6 +37,7 @@ Options:
   --log-file PATH    append log lines to PATH instead of stderr (FASTSOCK_LOG_FILE)
   --rules FILE       connection rules file (FASTSOCK_RULES)
   --spin-us N        busy-wait budget in microseconds, 0-1000000 (FASTSOCK_SPIN_US)
+  --spin-adapt BOOL  shorten the spin for waits that outlast it: on or off (FASTSOCK_SPIN_ADAPT)
   --no-stats         do not publish /dev/shm/fastsock-stats.PID (FASTSOCK_STATS=0)
   --lib PATH         use this libfastsock.so (default: $FASTSOCK_LIBRARY, else the
                      library installed next to this program)
