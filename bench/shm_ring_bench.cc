@@ -23,7 +23,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
 #include <pthread.h>
@@ -58,14 +60,34 @@ Options g_opt;
 
 inline void cpu_relax() { __builtin_ia32_pause(); }
 
+// Each end spins on counters only the other moves: one killed leaves the other spinning
+// for good (an orphan of a killed run once took a CPU for half an hour). The child dies
+// with its parent; the parent gives up when the child ends any other way than exit 0.
+void on_child_end(int) {
+  siginfo_t si{};
+  if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0 &&
+      (si.si_code != CLD_EXITED || si.si_status != 0)) {
+    static const char msg[] = "shm_ring_bench: the child process failed or was killed\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(3);
+  }
+}
+
 // Runs `child` in a forked process (pinned to child_cpu) and `parent` here (pinned to
 // parent_cpu); the child's function returns its exit status. Returns false if either failed.
 bool run_pair(int parent_cpu, int child_cpu, const std::function<int()>& child,
               const std::function<bool()>& parent) {
   fflush(stdout);
+  struct sigaction sa {};
+  sa.sa_handler = on_child_end;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, nullptr);
+  const pid_t parent_pid = getpid();
   pid_t pid = fork();
   if (pid < 0) bench_die("fork");
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent_pid) _exit(1);  // the parent died before the prctl
     bench_pin(child_cpu);
     _exit(child());
   }
