@@ -50,6 +50,7 @@ struct Registration {
 };
 
 struct EpollSet {
+  std::mutex lock;                 // see "Locks" below
   int epfd = -1;
   int bell = -1;                   // eventfd, readable while the ready list is not empty
   bool bell_rung = false;
@@ -57,10 +58,19 @@ struct EpollSet {
   PtrSet members;                  // the same, to recognise our tags in kernel events
   Registration* ready = nullptr;
   EpollSet* next = nullptr;
+  uint64_t wait_calls = 0;         // epoll_wait calls on the set (Registration::reported_in)
+  int users = 0;                   // waits holding the set now (SetUse), under g_lock
+  bool closed = false;             // its descriptor was closed: freed by its last user
 };
 
-// One lock for all of it: sets with user-link connections are few, and it is held for
-// short bookkeeping only, never across a wait.
+// Locks. g_lock guards which sets exist (g_sets, the nestings, a set's users) and each
+// connection's list of registrations (socket_regs); a set's own lock guards the state of
+// its registrations, its ready list and its bell. Both are held for bookkeeping only, never
+// across a wait; the order is g_lock, then a set's lock. epoll_wait takes g_lock only to
+// find its set and to let it go, so threads that each wait on a set of their own (an event
+// loop per thread) do not contend while they spin: with one lock for all, wrk's two threads
+// made 85,000-160,000 futex calls in 3 s over shm, 1,800-3,200 with a lock per set
+// (bench/results/epoll-threads.txt).
 std::mutex g_lock;
 
 EpollSet* g_sets = nullptr;
@@ -76,10 +86,17 @@ struct Nesting {
 };
 Nesting* g_nestings = nullptr;
 std::atomic<int> g_nesting_count{0};
-uint64_t g_wait_calls = 0;
 
-void fork_prepare() noexcept { g_lock.lock(); }
-void fork_release() noexcept { g_lock.unlock(); }
+// Every lock is taken before fork, so the child finds none held by a thread it lacks. (A
+// set closed while a wait held it is no longer listed; the child never reaches it.)
+void fork_prepare() noexcept {
+  g_lock.lock();
+  for (EpollSet* set = g_sets; set; set = set->next) set->lock.lock();
+}
+void fork_release() noexcept {
+  for (EpollSet* set = g_sets; set; set = set->next) set->lock.unlock();
+  g_lock.unlock();
+}
 const bool g_registered =
     (register_fork_handlers(ForkHandlers{fork_prepare, fork_release, fork_release}), true);
 
@@ -120,14 +137,40 @@ EpollSet* find_or_create_set(int epfd) {
   return set;
 }
 
-void destroy_set(EpollSet* set) {
+// The set's descriptor was closed (g_lock and the set's lock held): it leaves the list, and
+// is freed now or by the last wait that still holds it (SetUse).
+void close_set(EpollSet* set) {
   for (EpollSet** p = &g_sets; *p; p = &(*p)->next)
     if (*p == set) { *p = set->next; break; }
   internal_fds::close(set->bell);
+  set->bell = -1;
   if (set->bell_rung) g_rung_bells.fetch_sub(1, std::memory_order_relaxed);
+  set->bell_rung = false;
+  set->closed = true;
   g_set_count.fetch_sub(1, std::memory_order_relaxed);
-  delete set;
 }
+
+// A wait's hold on its set (found under g_lock): the set outlives the wait, even when the
+// application closes its descriptor meanwhile from another thread.
+class SetUse {
+ public:
+  explicit SetUse(int epfd) {
+    std::lock_guard lock(g_lock);
+    set_ = find_set(epfd);
+    if (set_) ++set_->users;
+  }
+  ~SetUse() {
+    if (!set_) return;
+    std::lock_guard lock(g_lock);
+    if (--set_->users == 0 && set_->closed) delete set_;
+  }
+  SetUse(const SetUse&) = delete;
+  SetUse& operator=(const SetUse&) = delete;
+  EpollSet* get() const { return set_; }
+
+ private:
+  EpollSet* set_;
+};
 
 // The set's own readiness follows its ready list (for poll() or an outer epoll on it).
 void update_bell(EpollSet& set) {
@@ -332,12 +375,11 @@ long add(EpollSet& set, Socket& s, int fd, const epoll_event& ev) {
 // The earliest time a connection of the set may become ready without a wake descriptor
 // firing (Transport::recheck_at), or -1. The walk covers the whole set, so it happens only
 // while some connection of the process may answer (Transport::timed_waits): rarely.
-int64_t earliest_recheck(int epfd) {
+int64_t earliest_recheck(EpollSet& set) {
   if (Transport::timed_waits.load(std::memory_order_relaxed) <= 0) return -1;
-  std::lock_guard lock(g_lock);
-  EpollSet* set = find_set(epfd);
+  std::lock_guard lock(set.lock);
   int64_t at = -1;
-  for (Registration* r = set ? set->all : nullptr; r; r = r->next_in_set) {
+  for (Registration* r = set.all; r; r = r->next_in_set) {
     const int64_t t = r->disabled || r->dormant ? 0 : recheck_at(*r);
     if (t > 0 && (at < 0 || t < at)) at = t;
   }
@@ -346,26 +388,24 @@ int64_t earliest_recheck(int epfd) {
 
 // Whether a connection of the set has its peer waiting on this thread's CPU: spinning
 // would keep that peer from answering, so the spin yields the CPU (as poll()'s does).
-bool peer_on_this_cpu(int epfd) {
-  std::lock_guard lock(g_lock);
-  EpollSet* set = find_set(epfd);
-  for (Registration* r = set ? set->all : nullptr; r; r = r->next_in_set)
+bool peer_on_this_cpu(EpollSet& set) {
+  std::lock_guard lock(set.lock);
+  for (Registration* r = set.all; r; r = r->next_in_set)
     if (!r->dormant && r->socket->link->peer_shares_cpu(*r->socket)) return true;
   return false;
 }
 
 // Woken for such a time: the connections whose time has come go on the ready list, whose
 // walk asks them again.
-void list_rechecks_due(int epfd) {
-  std::lock_guard lock(g_lock);
-  EpollSet* set = find_set(epfd);
-  if (!set) return;
+void list_rechecks_due(EpollSet& set) {
+  std::lock_guard lock(set.lock);
+  if (set.closed) return;
   const int64_t now = link_io::now_ns();
-  for (Registration* r = set->all; r; r = r->next_in_set) {
+  for (Registration* r = set.all; r; r = r->next_in_set) {
     const int64_t t = r->disabled || r->dormant ? 0 : recheck_at(*r);
     if (t > 0 && t <= now) push_ready(*r);
   }
-  update_bell(*set);
+  update_bell(set);
 }
 
 // Brings the set's ready list, and so its bell, up to date without reporting anything.
@@ -384,16 +424,23 @@ void refresh_set(EpollSet& set) {
   update_bell(set);
 }
 
+// g_lock held. Never waits for the set's lock (see refresh): a set being waited on or
+// changed right now has its bell brought up to date by that call.
+void refresh_if_rung(EpollSet* set) {
+  if (!set) return;
+  std::unique_lock lock(set->lock, std::try_to_lock);
+  if (lock && set->bell_rung) refresh_set(*set);
+}
+
 void refresh_inner_sets(int outer) {
   if (g_nesting_count.load(std::memory_order_relaxed) == 0) return;
   for (Nesting* n = g_nestings; n; n = n->next)
-    if (n->outer == outer)
-      if (EpollSet* set = find_set(n->inner); set && set->bell_rung) refresh_set(*set);
+    if (n->outer == outer) refresh_if_rung(find_set(n->inner));
 }
 
 // The set with this descriptor, if it is one of ours, and the sets of ours it holds.
 void refresh_fd(int fd) {
-  if (EpollSet* set = find_set(fd); set && set->bell_rung) refresh_set(*set);
+  refresh_if_rung(find_set(fd));
   refresh_inner_sets(fd);
 }
 
@@ -438,7 +485,13 @@ bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
   if (!s) return false;
   std::lock_guard lock(g_lock);
   Registration* r = find_registration(*s, epfd, fd);
-  if (Registration* d = r ? nullptr : find_in_set(*s, epfd); d && d->dormant) {
+  Registration* d = r ? nullptr : find_in_set(*s, epfd);
+  // The set's own lock too, for all that follows (a set made by the ADD below is locked
+  // when made).
+  std::unique_lock<std::mutex> set_lock;
+  if (EpollSet* set = r ? r->set : d ? d->set : find_set(epfd))
+    set_lock = std::unique_lock(set->lock);
+  if (d && d->dormant) {
     // Removed by the application: the kernel would not know the descriptor either.
     if (op != EPOLL_CTL_ADD) {
       *rc = -ENOENT;
@@ -472,6 +525,7 @@ bool ctl(int epfd, int op, int fd, epoll_event* event, long* rc) {
         return true;
       }
       EpollSet* set = find_or_create_set(epfd);
+      if (set && !set_lock.owns_lock()) set_lock = std::unique_lock(set->lock);
       *rc = set ? add(*set, *s, fd, *event) : -ENOMEM;
       return true;
     }
@@ -521,10 +575,12 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
           long* rc) {
   if (g_set_count.load(std::memory_order_relaxed) == 0) return false;
   if (max <= 0) return false;  // the kernel reports EINVAL
+  const SetUse use(epfd);
+  if (!use.get()) return false;  // nothing of ours in it: the kernel's wait
+  EpollSet& set = *use.get();
   {
-    std::lock_guard lock(g_lock);
-    const EpollSet* set = find_set(epfd);
-    if (!set || !set->all) return false;  // nothing of ours in it: the kernel's wait
+    std::lock_guard lock(set.lock);
+    if (!set.all) return false;
   }
   timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
@@ -539,13 +595,13 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
     int n = 0;
     uint64_t call;
     {
-      std::lock_guard lock(g_lock);
-      EpollSet* set = find_set(epfd);
-      if (!set || !set->all) return false;  // its last user-link connection went away meanwhile
-      call = ++g_wait_calls;
+      std::lock_guard lock(set.lock);
+      // Its last user-link connection went away meanwhile, or its descriptor was closed.
+      if (set.closed || !set.all) return false;
+      call = ++set.wait_calls;
       // Connections known to be ready (level-triggered ones stay listed while ready, and
       // a new registration or a MOD lists a connection that is ready at once).
-      for (Registration** p = &set->ready; *p && n < max;) {
+      for (Registration** p = &set.ready; *p && n < max;) {
         Registration& r = **p;
         uint32_t ev = 0;
         if (!r.disabled) {
@@ -569,7 +625,7 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
         *p = r.next_ready;  // not ready, edge-triggered, or one-shot: off the list
         r.on_ready_list = false;
       }
-      update_bell(*set);
+      update_bell(set);
     }
     // The kernel's events: wait only if nothing is ready yet.
     timespec left{0, 0};
@@ -578,7 +634,7 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
     bool spinning = false;     // the wait does not wait: the spin budget is not spent
     if (n == 0 && spin.more()) {
       spinning = true;
-      if (yield < 0) yield = peer_on_this_cpu(epfd);
+      if (yield < 0) yield = peer_on_this_cpu(set);
       if (yield) sched_yield();
     } else if (n == 0) {
       const int64_t now = link_io::now_ns();
@@ -588,7 +644,7 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
         const int64_t total = timeout->tv_sec * 1'000'000'000 + timeout->tv_nsec;
         rest = total > spent ? total - spent : 0;
       }
-      if (const int64_t recheck = earliest_recheck(epfd); recheck >= 0) {
+      if (const int64_t recheck = earliest_recheck(set); recheck >= 0) {
         const int64_t in = std::max<int64_t>(recheck - now, 1'000'000);
         if (rest < 0 || in < rest) {
           rest = in;
@@ -602,7 +658,7 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
     }
     const int k = real().epoll_pwait2(epfd, out + n, max - n, wait_for, mask);
     if (k == 0 && for_recheck) {
-      list_rechecks_due(epfd);
+      list_rechecks_due(set);
       continue;
     }
     if (k == 0 && spinning) continue;
@@ -612,13 +668,13 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
       return true;
     }
     {
-      std::lock_guard lock(g_lock);
-      EpollSet* set = find_set(epfd);
+      std::lock_guard lock(set.lock);
+      const bool ours = !set.closed;
       const int end = n + k;
       for (int i = n; i < end; ++i) {
         const epoll_event e = out[i];
-        if (set && e.data.ptr == set) continue;  // the set's own bell
-        Registration* r = set ? our_registration(*set, e.data.ptr) : nullptr;
+        if (ours && e.data.ptr == &set) continue;  // the set's own bell
+        Registration* r = ours ? our_registration(set, e.data.ptr) : nullptr;
         if (!r) {
           out[n++] = e;  // the application's own descriptor
           continue;
@@ -646,7 +702,7 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
         else if (!(r->events & EPOLLET))
           push_ready(*r);
       }
-      if (set) update_bell(*set);
+      if (ours) update_bell(set);
     }
     if (n > 0 || k == 0) { *rc = n; return true; }  // events, or the timeout expired
     // Only wake-ups with nothing ready for the application: wait again for the rest.
@@ -656,7 +712,10 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
 void forget_socket(Socket& s) noexcept {
   if (!s.epoll_regs) return;
   std::lock_guard lock(g_lock);
-  while (Registration* r = socket_regs(s)) unregister(*r);
+  while (Registration* r = socket_regs(s)) {
+    std::lock_guard set_lock(r->set->lock);
+    unregister(*r);
+  }
 }
 
 void forget_sets(unsigned first, unsigned last) noexcept {
@@ -677,12 +736,17 @@ void forget_sets(unsigned first, unsigned last) noexcept {
     EpollSet* next = set->next;
     if (unsigned(set->epfd) >= first && unsigned(set->epfd) <= last) {
       // The kernel forgets the set's contents with it; we forget our side.
-      while (Registration* r = set->all) {
-        set->all = r->next_in_set;
-        unlink_from_socket(*r);
-        delete r;
+      {
+        std::lock_guard set_lock(set->lock);
+        while (Registration* r = set->all) {
+          set->all = r->next_in_set;
+          unlink_from_socket(*r);
+          delete r;
+        }
+        set->ready = nullptr;
+        close_set(set);
       }
-      destroy_set(set);
+      if (set->users == 0) delete set;
     }
     set = next;
   }
