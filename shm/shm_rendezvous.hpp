@@ -38,12 +38,14 @@ class Pool;  // shm_pool.hpp
 
 // Idle channels kept per destination (shm_rendezvous_channels.hpp). A connection holds its
 // channel from its hello until the acceptor's answer is seen, so a client that opens its
-// connections in bursts (wrk -c8 with a connection per request: 8 at once) holds that many;
-// those beyond the bound close when given back, and with them their pools of segments.
-// With 4, a fifth of such a client's connections made a new segment at both ends (mmap,
-// page clearing, and at the close, munmap with its TLB shootdowns); with 8, none after the
-// first ones (bench/results/channels-per-destination.txt).
-inline constexpr int channels_per_destination = 8;
+// connections in bursts (wrk with a connection per request: all of them at once) holds one
+// per connection; those beyond the bound close when given back, and with them their pools
+// of segments. With 4, a fifth of wrk -c8's connections made a new segment at both ends
+// (mmap, page clearing, and at the close, munmap with its TLB shootdowns), and with 8, a
+// third of wrk -c32's; with 32, only the first ones
+// (bench/results/channels-per-destination.txt). An idle channel costs a descriptor at
+// each end; its pool's segments are those its connections used at once.
+inline constexpr int channels_per_destination = 32;
 
 // Descriptors received from the peer, owned until taken; the rest close with the object.
 class PassedFds {

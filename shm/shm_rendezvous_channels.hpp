@@ -20,7 +20,7 @@
 namespace fastsock::shm::channels {
 
 inline constexpr int kMaxIdlePerDestination = channels_per_destination;
-inline constexpr int kMaxIdle = 32;
+inline constexpr int kMaxIdle = 64;
 
 // An idle channel to the listener `dst` reaches (-1: none), with its segment pool
 // (shm_pool.hpp; may be null). The caller owns both until it gives them back or closes them

@@ -44,7 +44,7 @@ static void warm_up_baseline(int* fds, int* maps) {
   *maps = unpooled_segment_mappings();
 }
 
-// A connector keeps at most 8 idle channels per destination (kMaxIdlePerDestination); a
+// A connector keeps at most 32 idle channels per destination (kMaxIdlePerDestination); a
 // listener at most its table's 128 (Listener::Options::table_capacity), plus the record
 // itself (a listening SOCK_SEQPACKET socket).
 static void check_channels(const char* who, int bound) {
@@ -118,7 +118,7 @@ static _Noreturn void client(uint16_t port) {
   expect_count(CONNS + 1, "fd=|client |on %s", both_ends_link());
   for (int i = 0; i < CONNS; i++) SYS(close(g_fd[i]));
   back_to_baseline("client", fds, maps);
-  check_channels("client", 8);
+  check_channels("client", 32);
   exit(0);
 }
 
