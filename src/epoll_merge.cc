@@ -59,18 +59,19 @@ struct EpollSet {
   Registration* ready = nullptr;
   EpollSet* next = nullptr;
   uint64_t wait_calls = 0;         // epoll_wait calls on the set (Registration::reported_in)
-  int users = 0;                   // waits holding the set now (SetUse), under g_lock
-  bool closed = false;             // its descriptor was closed: freed by its last user
+  // One for its place in g_sets, one per wait holding it (SetUse): freed by the last.
+  std::atomic<int> refs{1};
+  bool closed = false;             // its descriptor was closed (under the set's lock)
 };
 
-// Locks. g_lock guards which sets exist (g_sets, the nestings, a set's users) and each
+// Locks. g_lock guards which sets exist (g_sets, the nestings) and each
 // connection's list of registrations (socket_regs); a set's own lock guards the state of
 // its registrations, its ready list and its bell. Both are held for bookkeeping only, never
 // across a wait; the order is g_lock, then a set's lock. epoll_wait takes g_lock only to
-// find its set and to let it go, so threads that each wait on a set of their own (an event
-// loop per thread) do not contend while they spin: with one lock for all, wrk's two threads
-// made 85,000-160,000 futex calls in 3 s over shm, 1,800-3,200 with a lock per set
-// (bench/results/epoll-threads.txt).
+// find its set (letting it go takes none), so threads that each wait on a set of their own
+// (an event loop per thread) do not contend while they spin: with one lock for all, wrk's
+// two threads made 85,000-160,000 futex calls in 3 s over shm, 1,800-3,200 with a lock
+// per set (bench/results/epoll-threads.txt).
 std::mutex g_lock;
 
 EpollSet* g_sets = nullptr;
@@ -137,8 +138,13 @@ EpollSet* find_or_create_set(int epfd) {
   return set;
 }
 
-// The set's descriptor was closed (g_lock and the set's lock held): it leaves the list, and
-// is freed now or by the last wait that still holds it (SetUse).
+void unref_set(EpollSet* set) {
+  if (set->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete set;
+}
+
+// The set's descriptor was closed (g_lock and the set's lock held): it leaves the list. The
+// caller then drops the list's reference (unref_set), once the set's lock is released: the
+// set is freed then, or by the last wait that still holds it (SetUse).
 void close_set(EpollSet* set) {
   for (EpollSet** p = &g_sets; *p; p = &(*p)->next)
     if (*p == set) { *p = set->next; break; }
@@ -150,19 +156,18 @@ void close_set(EpollSet* set) {
   g_set_count.fetch_sub(1, std::memory_order_relaxed);
 }
 
-// A wait's hold on its set (found under g_lock): the set outlives the wait, even when the
-// application closes its descriptor meanwhile from another thread.
+// A wait's hold on its set (found under g_lock, where the list's reference keeps it): the
+// set outlives the wait, even when the application closes its descriptor meanwhile from
+// another thread. Letting it go takes no lock.
 class SetUse {
  public:
   explicit SetUse(int epfd) {
     std::lock_guard lock(g_lock);
     set_ = find_set(epfd);
-    if (set_) ++set_->users;
+    if (set_) set_->refs.fetch_add(1, std::memory_order_relaxed);
   }
   ~SetUse() {
-    if (!set_) return;
-    std::lock_guard lock(g_lock);
-    if (--set_->users == 0 && set_->closed) delete set_;
+    if (set_) unref_set(set_);
   }
   SetUse(const SetUse&) = delete;
   SetUse& operator=(const SetUse&) = delete;
@@ -746,7 +751,7 @@ void forget_sets(unsigned first, unsigned last) noexcept {
         set->ready = nullptr;
         close_set(set);
       }
-      if (set->users == 0) delete set;
+      unref_set(set);
     }
     set = next;
   }
