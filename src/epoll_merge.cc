@@ -218,19 +218,35 @@ void drop_from_ready(Registration& r) {
   r.on_ready_list = false;
 }
 
+// After the link's wake descriptors changed (rewatch): the ones it no longer names leave
+// the kernel set (a pooled eventfd given back, a rendezvous channel kept for another
+// connection: either would wake this registration for nothing).
+void drop_stale_wakes(Registration& r, const pollfd* w, int n) {
+  for (int k = 0; k < r.wake_count;) {
+    int i = 0;
+    while (i < n && w[i].fd != r.wake[k]) ++i;
+    if (i < n) { ++k; continue; }
+    (void)real().epoll_ctl(r.set->epfd, EPOLL_CTL_DEL, r.wake[k], nullptr);
+    --r.wake_count;
+    r.wake[k] = r.wake[r.wake_count];
+    r.wake_events[k] = r.wake_events[r.wake_count];
+  }
+}
+
 // (Re-)arms the link and registers its wake descriptors in the kernel set, edge-triggered:
 // the kernel tells us something changed, the link says what is ready now. Before arming,
 // the link consumes the wake-ups already delivered (Transport::disarm): a peer signals
 // only a waiter that has taken its previous signal. A wake descriptor is watched for
 // POLLOUT only while the link asks (TCP, while a direction's bytes still go there): the
 // registration follows the link's answer at every arming, as the direction moves.
-int arm(Registration& r, bool add_to_kernel) {
+int arm(Registration& r, bool add_to_kernel, bool add_new = false) {
   Socket& s = *r.socket;
   const short asked = short(r.events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI));
   s.link->disarm(s, Transport::WakeWatch::edge);
   pollfd w[Transport::kMaxWaitFds];
   const int n = s.link->wait_fds(s, r.fd, asked, w);
   if (add_to_kernel) r.wake_count = 0;
+  if (add_new) drop_stale_wakes(r, w, n);
   for (int i = 0; i < n; ++i) {
     epoll_event ev{};
     if (r.events & EPOLLEXCLUSIVE) {
@@ -250,7 +266,9 @@ int arm(Registration& r, bool add_to_kernel) {
       if (real().epoll_ctl(r.set->epfd, EPOLL_CTL_MOD, w[i].fd, &ev) == 0) r.wake_events[k] = ev.events;
       continue;
     }
-    if (!add_to_kernel) continue;  // shared with another registration of this connection
+    // Shared with another registration of this connection, unless the link's wake
+    // descriptors changed (rewatch).
+    if ((!add_to_kernel && !add_new) || r.wake_count == Transport::kMaxWaitFds) continue;
     int added = real().epoll_ctl(r.set->epfd, EPOLL_CTL_ADD, w[i].fd, &ev);
     if (added != 0 && errno == EINVAL && (ev.events & EPOLLEXCLUSIVE)) {
       // The link's wake descriptor is itself an epoll set (verbs, vendor), which the kernel
@@ -711,6 +729,20 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
     }
     if (n > 0 || k == 0) { *rc = n; return true; }  // events, or the timeout expired
     // Only wake-ups with nothing ready for the application: wait again for the rest.
+  }
+}
+
+void rewatch(Socket& s) noexcept {
+  if (!s.epoll_regs) return;
+  std::lock_guard lock(g_lock);
+  for (Registration* r = socket_regs(s); r; r = r->next_of_socket) {
+    std::lock_guard set_lock(r->set->lock);
+    if (r->dormant) continue;
+    (void)arm(*r, false, true);
+    // (The change may have made it ready: an edge-triggered registration is reported
+    // once, as the kernel would for the new readiness.)
+    if (!r->disabled && readiness(*r)) push_ready(*r);
+    update_bell(*r->set);
   }
 }
 

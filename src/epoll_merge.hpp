@@ -43,6 +43,11 @@ void refresh_polled(const pollfd* fds, nfds_t n) noexcept;
 void refresh_selected(int n, const fd_set* readable) noexcept;
 void refresh_nested(int epfd) noexcept;
 
+// The connection's link now wakes its waiters through other descriptors (Transport::
+// wait_fds changed: shm's late attach): its registrations watch them from here on, and it
+// is looked at again at the next wait. Not with a set's lock held (not from poll_now).
+void rewatch(Socket& s) noexcept;
+
 // The connection is going away (its last descriptor closed): drop its registrations.
 void forget_socket(Socket& s) noexcept;
 
