@@ -89,6 +89,7 @@ struct ListenerCounters {
 };
 
 class Listener;
+class LateOffer;  // shm_rendezvous_late.hpp
 
 // The acceptor's side of one matched connector: the connector's channel, lent by the
 // Listener until answered, and the descriptors its hello carried. Destroying it unanswered
@@ -128,6 +129,7 @@ class Handshake {
 
  private:
   friend class Listener;
+  friend class LateOffer;  // a late attach's hello: no Listener owns its channel
   int reply(bool accepted, const int* fds, int count, const char* reason,
             const char** why) noexcept;
   void finish(bool reusable) noexcept;
@@ -194,6 +196,14 @@ class Listener {
   MatchResult match(const stats::Endpoint& peer, const stats::Endpoint& local) noexcept;
   // The same for a peer socket whose cookie is known (tests).
   MatchResult match(uint64_t peer_cookie) noexcept;
+
+  // Whether other processes may accept on this listener too (it was used after a fork,
+  // here or in a parent): a connection accepted without a hello may still be a fastsock
+  // dialer's whose hello another process holds (shm_rendezvous_late.hpp).
+  bool shared() const noexcept;
+
+  // The record's uid (its name's): a late attach's name says it too.
+  uid_t uid() const noexcept { return uid_; }
 
   // Hellos held in the table (their connections not accepted yet).
   int pending() const noexcept { return pending_; }
@@ -271,6 +281,7 @@ class Listener {
   DiagSocket diag_;       // asks the kernel for accepted peers' socket cookies
   pid_t owner_pid_ = 0;   // the process whose channels the table holds
   bool adopted_ = false;  // used in a process forked after open(): the record is shared
+  uint64_t fork_era_ = 0;  // fork_era() at open(): a fork since then shares the record
   struct epoll_event* events_ = nullptr;  // capacity_ + 1
   uid_t uid_ = 0;
   uint16_t port_ = 0;
@@ -346,6 +357,10 @@ class Dialer {
   // the channel is kept idle for the next connection, as after a reply.
   void answered_in_segment() noexcept;
 
+  // A late attach (shm_rendezvous_late.hpp): takes `fd`, a channel to the connector's
+  // offer, for one hello and its reply; the channel closes with the Dialer, never kept.
+  void adopt_late(int fd, uint16_t server_port) noexcept;
+
   // The channel to the record: add it to a poll set (POLLIN) to wait for the reply.
   int fd() const noexcept { return fd_; }
   uint64_t nonce() const noexcept { return nonce_; }
@@ -377,6 +392,8 @@ class Dialer {
   uint64_t nonce_ = 0;
   uint64_t cookie_ = 0;  // the hello's
   bool kept_ = false;    // the channel was kept from an earlier handshake
+  bool late_ = false;    // a late attach's channel (adopt_late): never kept for another
+  int answered_fd_ = -1;  // ... which, answered, stays open until close()
 };
 
 }  // namespace fastsock::shm

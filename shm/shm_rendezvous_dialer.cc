@@ -192,6 +192,7 @@ int Dialer::dial(const sockaddr* dst, socklen_t dst_len, const char** why) noexc
   destination_ = ep;
   server_port_ = ep.port;
   cookie_ = 0;
+  late_ = false;
   return 0;
 }
 
@@ -296,8 +297,31 @@ void Dialer::answered_in_segment() noexcept {
   if (fd_ >= 0) release_channel();
 }
 
-// The handshake is over: the channel (and its pool) serves the next connection.
+void Dialer::adopt_late(int fd, uint16_t server_port) noexcept {
+  close();
+  fd_ = fd;
+  slot_op_ = SlotOp::unpooled;
+  slot_ = 0;
+  pid_ = current_pid();
+  uid_ = effective_uid();
+  destination_ = stats::Endpoint{};
+  server_port_ = server_port;
+  cookie_ = 0;
+  kept_ = false;
+  late_ = true;
+}
+
+// The handshake is over: the channel (and its pool) serves the next connection; a late
+// attach's serves no other.
 void Dialer::release_channel() noexcept {
+  if (late_) {
+    // Closed with the Dialer, not now: an epoll set of the application may still watch it
+    // (the connection's wake descriptors while the answer was awaited), and a number
+    // closed now could be reused by the application's next descriptor.
+    answered_fd_ = fd_;
+    fd_ = -1;
+    return;
+  }
   channels::give_back(uid_, destination_, pid_, fd_, pool_);
   fd_ = -1;
   pool_ = nullptr;
@@ -317,7 +341,8 @@ bool Dialer::withdraw() noexcept {
 
 void Dialer::close() noexcept {
   if (fd_ >= 0) internal_fds::close(fd_);
-  fd_ = -1;
+  if (answered_fd_ >= 0) internal_fds::close(answered_fd_);
+  fd_ = answered_fd_ = -1;
   if (pool_) pool_->close();
   pool_ = nullptr;
 }

@@ -160,6 +160,7 @@ int Listener::open(const stats::Endpoint& local, const Options& options,
   epoll_fd_ = epfd;
   owner_pid_ = current_pid();
   adopted_ = false;
+  fork_era_ = fork_era();
   record_fd_ = fd;
   presence_fd_ = presence;
   uid_ = uid;
@@ -640,6 +641,10 @@ int Listener::adopt_after_fork() noexcept {
   return 0;
 }
 
+bool Listener::shared() const noexcept {
+  return adopted_ || owner_pid_ != current_pid() || fork_era() != fork_era_;
+}
+
 MatchResult Listener::match(const stats::Endpoint& peer, const stats::Endpoint& local) noexcept {
   Want want;
   want.peer = canonical_endpoint(peer);
@@ -735,7 +740,10 @@ Handshake& Handshake::operator=(Handshake&& o) noexcept {
 }
 
 void Handshake::finish(bool reusable) noexcept {
-  if (owner_) owner_->give_back(slot_, reusable);
+  if (owner_)
+    owner_->give_back(slot_, reusable);
+  else if (fd_ >= 0)
+    internal_fds::close(fd_);  // a late attach's channel (LateOffer::take)
   owner_ = nullptr;
   fd_ = -1;
   pool_ = nullptr;
