@@ -71,6 +71,10 @@ int iov_window(const iovec* iov, int iovcnt, size_t skip, size_t max, iovec* out
 Conn::~Conn() {
   end_room_wait();
   std::free(leftover_);
+  release_segment();
+}
+
+void Conn::release_segment() {
   if (slot_) {
     // The segment and both eventfds are the pool's: the slot goes back (or leaves the
     // pool, see shm_pool.hpp); on the acceptor's side this marks it released. A connector's
@@ -85,13 +89,29 @@ Conn::~Conn() {
     }
     pool_->release(slot_, side_);
     pool_->unref();
-    return;
+    slot_ = nullptr;
+    pool_ = nullptr;
+  } else {
+    // Forgotten before closed: the number may be reused at once (internal_fds.hpp).
+    internal_fds::remove(own_bell_);
+    internal_fds::remove(peer_bell_);
+    if (own_bell_ >= 0) sys::close(own_bell_);
+    if (peer_bell_ >= 0) sys::close(peer_bell_);
   }
-  // Forgotten before closed: the number may be reused at once (internal_fds.hpp).
-  internal_fds::remove(own_bell_);
-  internal_fds::remove(peer_bell_);
-  if (own_bell_ >= 0) sys::close(own_bell_);
-  if (peer_bell_ >= 0) sys::close(peer_bell_);
+  own_bell_ = peer_bell_ = -1;
+  segment_ = Segment();
+  seg_ = &segment_;
+  slot_op_ = SlotOp::unpooled;
+}
+
+void Conn::map_sides(int side) {
+  side_ = side;
+  tx_ = RingProducer(*seg_, side, options_.limits.max_window);
+  rx_ = RingConsumer(*seg_, 1 - side);
+  handoff_out_ = HandoffSender(*seg_, side);
+  handoff_in_ = HandoffReceiver(*seg_, 1 - side);
+  tx_control_ = Control(*seg_, side);
+  rx_control_ = Control(*seg_, 1 - side);
 }
 
 void Conn::use_slot(Pool* pool, PoolSlot* slot) {
@@ -192,12 +212,7 @@ int Conn::start_connector(int fd, const char** why) {
             : slot_op_ == SlotOp::fresh ? "new, kept in the channel's pool"
                                         : "of its own (not pooled)");
   keep_memfd_for(fd);
-  tx_ = RingProducer(*seg_, 0, options_.limits.max_window);
-  rx_ = RingConsumer(*seg_, 1);
-  handoff_out_ = HandoffSender(*seg_, 0);
-  handoff_in_ = HandoffReceiver(*seg_, 1);
-  tx_control_ = Control(*seg_, 0);
-  rx_control_ = Control(*seg_, 1);
+  map_sides(0);
   // The acceptor's eventfd comes with its reply (or is the slot's, on a reuse): until then
   // this end can arm (the acceptor signals it) but not signal.
   notifier_ = Notifier(*seg_, 0, own_bell_, -1);
@@ -286,12 +301,7 @@ int Conn::start_acceptor(Handshake& handshake, const char** why, int fd) {
   }
   slot_op_ = hello.slot_op;
   if (hello.pid == current_pid()) seg_->set_peer_in_this_process(true);
-  tx_ = RingProducer(*seg_, 1, options_.limits.max_window);
-  rx_ = RingConsumer(*seg_, 0);
-  handoff_out_ = HandoffSender(*seg_, 1);
-  handoff_in_ = HandoffReceiver(*seg_, 0);
-  tx_control_ = Control(*seg_, 1);
-  rx_control_ = Control(*seg_, 0);
+  map_sides(1);
   notifier_ = Notifier(*seg_, 1, own_bell_, peer_bell_);
   // A fresh or unpooled segment's reply carries this end's eventfd. A reuse gets no reply:
   // the connector has the eventfd already, and the confirmation below is the answer.
@@ -300,8 +310,9 @@ int Conn::start_acceptor(Handshake& handshake, const char** why, int fd) {
   if (rc < 0) return rc;
   notifier_.note_my_cpu();  // before the confirmation the connector may wait on
   // Confirmation: a reply is queued before this store, so a connector that sees the
-  // switch offset finds it waiting. Nothing was sent on TCP yet: offset 0.
-  tx_control_.set_switch_offset(0);
+  // switch offset finds it waiting. Nothing was sent on TCP yet (offset 0), except in a
+  // late attach.
+  tx_control_.set_switch_offset(tcp_sent_);
   tx_switched_ = true;
   phase_ = Phase::active;
   (void)notifier_.data_published();  // a connector asleep in recv re-checks
@@ -391,7 +402,7 @@ bool Conn::check_peer() {
 // confirms before its application can send anything), so its answer is queued, or its
 // channel closed, or it kept the hello unmatched. Settled now rather than at the next look
 // in 64, so that the connection says tcp, and why, as soon as it is.
-void Conn::acceptor_sent_on_tcp() {
+void Conn::acceptor_sent_on_tcp(int fd) {
   if (check_peer() || phase_ != Phase::awaiting_peer) return;
   uint64_t offset;
   if (rx_control_.switch_offset(offset)) return;  // (its answer is being read elsewhere)
@@ -400,9 +411,145 @@ void Conn::acceptor_sent_on_tcp() {
   // Another process accepted the connection (a listener shared after fork): the one
   // holding the hello drops it, and the channel serves this process's next connection.
   hello_withdrawn_ = dialer_.withdraw();
+  // The offer first: the phase change lets another thread's readiness check settle the
+  // connection (Conn::settled), after which its calls would no longer count its bytes.
+  if (hello_withdrawn_) open_late_offer(fd);
   // (Short: Conn::reason_ holds 111 characters.)
   fall_back("the acceptor sent on TCP without answering: its process had no hello "
             "(a listener shared after fork?)");
+}
+
+// Late attach ------------------------------------------------------------------------
+// (shm_rendezvous_late.hpp; docs/shm-rendezvous.md, "Late attach")
+
+namespace {
+
+// Calls of the connector that look for the acceptor's dial before its offer is withdrawn.
+// The acceptor dials at its first receive after its first send, which in a request and
+// answer protocol comes before its next answer: the connector's next receive with bytes
+// finds it. A peer that never dials (a server whose late attach failed) costs this many
+// accept4 calls.
+constexpr int kLateLooks = 32;
+
+}  // namespace
+
+void Conn::cancel_late() {
+  late_dial_ = false;
+  late_offer_.close();
+}
+
+void Conn::start_late_acceptor(const stats::Endpoint& peer, const stats::Endpoint& local,
+                               uid_t record_uid, const char* why) {
+  late_dial_ = true;
+  late_uid_ = record_uid;
+  side_ = 1;
+  fall_back(why);
+  // No segment yet: both directions on TCP (nothing looks at the segment then).
+  tx_tcp_ = rx_tcp_ = true;
+  late_peer_ = peer;
+  late_local_ = local;
+}
+
+void Conn::late_step(int fd, bool receiving) {
+  std::unique_lock other(receiving ? send_lock_ : recv_lock_, std::try_to_lock);
+  if (!other.owns_lock() || phase_ != Phase::tcp) return;  // the next call looks
+  if (write_shut_ || read_shut_) {
+    // A stream already half-closed on TCP stays there: its end is the kernel's to tell.
+    cancel_late();
+    return;
+  }
+  if (late_dial_ && receiving && tcp_sent_ > 0) {
+    // The connector offers once it has seen this end's bytes on TCP before any answer
+    // (acceptor_sent_on_tcp), then sends again: bytes received after this end's first
+    // send and receive are sent after the offer, so the dial comes with the receive after
+    // those. (Dialling at once, right after the first answer, finds no offer yet.)
+    if (late_mark_ == UINT64_MAX)
+      late_mark_ = tcp_received_;
+    else if (tcp_received_ > late_mark_)
+      late_dial(fd);
+  }
+  if (late_offer_.is_open()) late_accept(fd);
+}
+
+// The acceptor, with both locks: a channel to the connector's offer, a new segment of its
+// own in the hello, and from here on the connector's part of the handshake (awaiting_peer:
+// this end sends on TCP until the answer, whose switch offset says how many of the
+// connector's bytes still come on TCP).
+void Conn::late_dial(int fd) {
+  late_dial_ = false;
+  const char* why = "";
+  const int channel = shm::late_dial(late_peer_, late_local_, late_uid_, &why);
+  if (channel < 0) {
+    LOG_DEBUG("fd=%d shm: no late attach: %s (%s)", fd, why, strerrordesc_np(-channel));
+    return;
+  }
+  dialer_.adopt_late(channel, late_local_.port);
+  const uint64_t cookie = socket_cookie(fd);
+  if (make_segment(&why) < 0) {
+    dialer_.close();
+    LOG_DEBUG("fd=%d shm: no late attach: %s", fd, why);
+    return;
+  }
+  // The accepting socket goes along: the connector's proof that this is its peer.
+  const int fds[kLateHelloFds] = {seg_->fd(), own_bell_, fd};
+  if (cookie == 0 || dialer_.send_hello(cookie, fds, kLateHelloFds, &why) < 0) {
+    drop_segment();
+    dialer_.close();
+    LOG_DEBUG("fd=%d shm: no late attach: %s", fd, cookie ? why : "no socket cookie");
+    return;
+  }
+  LOG_DEBUG("fd=%d shm: late attach: hello sent to the connector's offer after %llu bytes "
+            "sent and %llu received on TCP", fd, (unsigned long long)tcp_sent_,
+            (unsigned long long)tcp_received_);
+  late_ = true;
+  tx_tcp_ = rx_tcp_ = false;
+  keep_memfd_for(fd);
+  map_sides(0);
+  notifier_ = Notifier(*seg_, 0, own_bell_, -1);
+  tx_switched_ = false;
+  phase_ = Phase::awaiting_peer;
+  late_change_.store(true, std::memory_order_relaxed);
+}
+
+void Conn::open_late_offer(int fd) {
+  const char* why = "";
+  if (late_offer_.open(fd, &why) < 0) {
+    LOG_DEBUG("fd=%d shm: no late-attach offer: %s", fd, why);
+    return;
+  }
+  late_looks_left_ = kLateLooks;
+}
+
+// The connector, with both locks: the acceptor's hello, answered as an acceptor answers
+// (start_acceptor), with this end's TCP bytes as its switch offset. The withdrawn hello's
+// segment goes back first.
+void Conn::late_accept(int fd) {
+  if (--late_looks_left_ < 0) {
+    late_offer_.close();
+    LOG_DEBUG("fd=%d shm: late-attach offer withdrawn: the acceptor did not dial", fd);
+    return;
+  }
+  Handshake handshake;
+  const char* why = "";
+  if (!late_offer_.take(handshake, &why)) {
+    if (*why) LOG_DEBUG("fd=%d shm: late attach refused: %s", fd, why);
+    return;
+  }
+  release_segment();
+  slot_confirmed_ = hello_withdrawn_ = false;
+  tx_switched_ = false;
+  late_ = true;
+  char before[sizeof reason_];
+  memcpy(before, reason_, sizeof before);
+  if (start_acceptor(handshake, &why, fd) < 0) {
+    LOG_DEBUG("fd=%d shm: late attach failed: %s", fd, why);
+    tx_tcp_ = rx_tcp_ = true;  // (the segment may be gone)
+    fall_back(before);
+    return;
+  }
+  LOG_DEBUG("fd=%d shm: late attach: on shm after %llu bytes sent and %llu received on TCP",
+            fd, (unsigned long long)tcp_sent_, (unsigned long long)tcp_received_);
+  late_change_.store(true, std::memory_order_relaxed);
 }
 
 void Conn::check_peer_cheap() {
@@ -530,6 +677,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
   size_t got = 0;
   bool has_deadline = false, deadline_known = false, waited = false;
   int64_t deadline = 0;
+  if (phase_ == Phase::tcp && (late_dial_ || late_offer_.is_open())) late_step(fd, true);
   for (;;) {
     check_peer_cheap();
     note_peer_downgrade();
@@ -549,7 +697,8 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       const ssize_t n = kernel_recv(fd, tcp_part, tp, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
       if (n > 0) {
         if (!peek) tcp_received_ += uint64_t(n);
-        if (phase_ == Phase::awaiting_peer) acceptor_sent_on_tcp();
+        // (In a late attach the connector's bytes on TCP come before its answer.)
+        if (phase_ == Phase::awaiting_peer && !late_) acceptor_sent_on_tcp(fd);
         got += size_t(n);
         if (!waitall || got == total) return ssize_t(got);
         continue;
@@ -692,6 +841,7 @@ ssize_t Conn::recv_tcp(int fd, const iovec* iov, int iovcnt, int flags) {
 
 ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
   std::unique_lock lock(send_lock_);
+  if (phase_ == Phase::tcp && late_offer_.is_open()) late_step(fd, false);
   check_peer_cheap();
   if (int rc = serve_resend(fd, flags); rc < 0) return rc;
   if (peer_bell_missing_ && phase_ == Phase::active && !tx_tcp_) move_tx_to_tcp(fd);
@@ -862,6 +1012,8 @@ ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
 void Conn::downgrade(int fd, const char* why) {
   std::lock_guard send_lock(send_lock_);
   std::lock_guard recv_lock(recv_lock_);
+  // (fork: parent and child would both attach late, each with its own idea of the stream.)
+  cancel_late();
   // A connector that has not looked at the acceptor's answer yet collects it now: the
   // acceptor's eventfd is needed to wake it for the resend.
   if (phase_ == Phase::awaiting_peer) (void)check_peer();
@@ -1187,6 +1339,7 @@ void Conn::close() {
     (void)notifier_.space_freed();
   }
   dialer_.close();
+  cancel_late();
 }
 
 }  // namespace fastsock::shm

@@ -18,6 +18,14 @@
 //
 // If the peer rejects, vanishes, or never answers, the connection is `tcp`: every call
 // goes to the kernel socket, exactly as without the library.
+//
+// Late attach (shm_rendezvous_late.hpp): a connection accepted by a process without its
+// hello (a listener shared after fork) can still move to shm. The connector, once it has
+// withdrawn its hello, offers a late attach; the acceptor (start_late_acceptor) counts its
+// TCP bytes and, at its first receive after its first send, dials the offer with a new
+// segment of its own (so it is side 0 from then on) and awaits the answer like a connector;
+// the connector attaches at its next call, as an acceptor whose switch offset is the bytes
+// it already sent on TCP.
 #pragma once
 
 #include <poll.h>
@@ -33,6 +41,7 @@
 #include "shm_notify.hpp"
 #include "shm_pool.hpp"
 #include "shm_rendezvous.hpp"
+#include "shm_rendezvous_late.hpp"
 #include "shm_ring.hpp"
 #include "shm_segment.hpp"
 #include "socket_mode.hpp"
@@ -72,6 +81,13 @@ class Conn {
   // `fd` is the accepted socket (its close-on-exec flag decides whether the memfd is kept,
   // see keep_memfd_for).
   int start_acceptor(Handshake& handshake, const char** why, int fd = -1);
+  // Acceptor without a hello on a shared listener, from `peer` on `local`: stays on TCP
+  // (`why`) and looks for a late-attach offer at its first receive after its first send.
+  void start_late_acceptor(const stats::Endpoint& peer, const stats::Endpoint& local,
+                           uid_t record_uid, const char* why);
+  // True once after a late attach changed the descriptors wait_fds gives (the epoll
+  // registrations must follow: epoll_merge::rewatch).
+  bool take_late_change() { return late_change_.exchange(false, std::memory_order_relaxed); }
 
   Phase phase() const { return phase_; }
   // Set when the phase changed to `tcp` after attach: why (for the stats slot).
@@ -102,7 +118,8 @@ class Conn {
   // Nothing of the connection is left in shared memory or in this object: the kernel
   // socket alone carries it from now on.
   bool settled() const {
-    return phase_ == Phase::tcp && !resending_ && leftover_pos_ == leftover_len_;
+    return phase_ == Phase::tcp && !resending_ && leftover_pos_ == leftover_len_ &&
+           !late_dial_ && !late_offer_.is_open();
   }
 
   // exec into a program that runs the library (src/exec_handover.hpp; shm/shm_conn_exec.cc).
@@ -137,7 +154,18 @@ class Conn {
   // when the channel has something (the reply, a rejection, its end) or the confirmation
   // came: check_peer must take it first.
   bool poll_awaiting(int fd, short events, short& rev);
-  void acceptor_sent_on_tcp();
+  void acceptor_sent_on_tcp(int fd);
+  // Late attach. late_step runs at the start of send (`receiving` false) and recv with that
+  // call's lock held, and does its part only if it gets the other lock too.
+  void late_step(int fd, bool receiving);
+  void late_dial(int fd);     // the acceptor's part
+  void open_late_offer(int fd);  // the connector's, after its withdrawal
+  void late_accept(int fd);   // ... and at its next calls
+  void cancel_late();         // no late attach for this connection (any more)
+  // Gives back the pooled slot (or closes the segment of its own) and both eventfds.
+  void release_segment();
+  // The rings, handoffs and controls of the segment as side `side`.
+  void map_sides(int side);
   void fall_back(const char* why);
   // The segment's memfd stays open while the socket `fd` is inherited by exec (not
   // close-on-exec) and descriptors are plentiful (fd_budget::room_for_exec): a connection
@@ -204,6 +232,15 @@ class Conn {
   SlotOp slot_op_ = SlotOp::unpooled;
   bool slot_confirmed_ = false;  // connector: the acceptor accepted this slot
   bool hello_withdrawn_ = false;  // connector: another process accepted (Dialer::withdraw)
+  // Late attach: the acceptor's dial is still to come (late_step says when), to the connector whose TCP endpoint is late_peer_ from late_local_.
+  bool late_dial_ = false;
+  bool late_ = false;  // the handshake under way or done is a late one
+  uint64_t late_mark_ = UINT64_MAX;  // bytes received at its first receive after a send
+  stats::Endpoint late_peer_{}, late_local_{};
+  uid_t late_uid_ = 0;  // the listener record's
+  LateOffer late_offer_;       // the connector's, open while its calls look for a dial
+  int late_looks_left_ = 0;    // calls that still look before the offer is withdrawn
+  std::atomic<bool> late_change_{false};
   RingProducer tx_;
   RingConsumer rx_;
   HandoffSender handoff_out_;

@@ -11,11 +11,13 @@
 #include <new>
 
 #include "config_load.hpp"
+#include "epoll_merge.hpp"
 #include "fd_budget.hpp"
 #include "log.hpp"
 #include "real.hpp"
 #include "shm_conn.hpp"
 #include "shm_rendezvous.hpp"
+#include "shm_rendezvous_name.hpp"
 #include "shm_sys.hpp"
 #include "socket.hpp"
 #include "transport_conn.hpp"
@@ -147,7 +149,10 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
       std::lock_guard lock(record->lock);
       shm::MatchResult match = record->listener.match(s.slot->peer, s.slot->local);
       if (match.status != shm::MatchStatus::matched) {
-        snprintf(why, why_len, "%s", match.why ? match.why : "peer does not run fastsock");
+        const char* not_ours = match.why ? match.why : "peer does not run fastsock";
+        if (match.status == shm::MatchStatus::not_fastsock && may_attach_late(s, *record))
+          return start_late(s, *record, not_ours, why, why_len);
+        snprintf(why, why_len, "%s", not_ours);
         return match.error ? match.error : -ENOENT;
       }
       if (!fd_budget::room_for_link(s.slot->fd)) {
@@ -169,6 +174,25 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
       release(s);
     }
     return rc;
+  }
+
+  // A late attach changes what a wait watches (wait_fds): the epoll registrations follow.
+  // Only send and recv make that change (never poll_now, which runs under a set's lock).
+  ssize_t send(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) override {
+    const ssize_t rc = ConnTransport::send(s, fd, iov, iovcnt, flags);
+    if (conn(s).take_late_change()) epoll_merge::rewatch(s);
+    return rc;
+  }
+  ssize_t recv(Socket& s, int fd, const iovec* iov, int iovcnt, int flags) override {
+    const ssize_t rc = ConnTransport::recv(s, fd, iov, iovcnt, flags);
+    if (conn(s).take_late_change()) epoll_merge::rewatch(s);
+    return rc;
+  }
+
+  // An accepted connection that only may attach late (start_late) says tcp, and why, from
+  // the start.
+  void on_tracked(Socket& s) noexcept override {
+    if (s.link_state) note_fallback(s);
   }
 
   bool peer_shares_cpu(Socket& s) noexcept override { return conn(s).peer_on_my_cpu(); }
@@ -215,6 +239,51 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
  private:
   friend ConnTransport;
 
+  // A connection without a hello may still be a fastsock dialer's when other processes
+  // accept on the listener too (its hello is in another's table): same host only (a
+  // loopback peer, or one with this end's own address), where a late attach can follow.
+  // Only where shm is the last usable link of the chain (the default chain on a host
+  // without RDMA or a vendor library): a link after it would otherwise never be tried for
+  // the connection's acceptor.
+  static bool may_attach_late(Socket& s, ListenRecord& record) noexcept {
+    if (!record.listener.shared() || !last_usable_link()) return false;
+    const stats::Endpoint peer = shm::canonical_endpoint(s.slot->peer);
+    const stats::Endpoint local = shm::canonical_endpoint(s.slot->local);
+    return shm::is_loopback(peer) ||
+           (peer.family == local.family && memcmp(peer.addr, local.addr, sizeof peer.addr) == 0);
+  }
+
+  static bool last_usable_link() noexcept {
+    bool after = false;
+    for (TransportId id : config().chain) {
+      if (id == TransportId::shm) {
+        after = true;
+      } else if (after && id != TransportId::tcp) {
+        const TransportEntry* entry = find_transport(id);
+        if (entry && entry->probe().available) return false;
+      }
+    }
+    return after;
+  }
+
+  // The connection stays on TCP (`not_ours` says why), through a Conn that counts its
+  // bytes and looks for the connector's late-attach offer (shm_conn.hpp).
+  static int start_late(Socket& s, ListenRecord& record, const char* not_ours, char* why,
+                        size_t why_len) noexcept {
+    if (!fd_budget::room_for_link(s.slot->fd)) {
+      snprintf(why, why_len, "%s", not_ours);
+      return -EMFILE;
+    }
+    auto* c = new (std::nothrow) shm::Conn(conn_options(), s.mode);
+    if (!c) {
+      snprintf(why, why_len, "%s", not_ours);
+      return -ENOMEM;
+    }
+    c->start_late_acceptor(s.slot->peer, s.slot->local, record.listener.uid(), not_ours);
+    s.link_state = c;
+    return 0;  // reported on tcp, with the reason, at once (note_fallback)
+  }
+
   static void release(Socket& s) noexcept {
     delete static_cast<shm::Conn*>(s.link_state);
     s.link_state = nullptr;
@@ -224,6 +293,14 @@ class ShmTransport final : public ConnTransport<ShmTransport, shm::Conn> {
   // answered, or either end downgraded it) says so in its stats slot, with the reason.
   static void note_fallback(Socket& s) noexcept {
     const shm::Conn::Phase phase = conn(s).phase();
+    if (phase == shm::Conn::Phase::active &&
+        s.slot->transport == uint8_t(TransportId::tcp)) {
+      // A late attach: on shm from here.
+      s.slot->transport = uint8_t(TransportId::shm);
+      s.slot->reason[0] = '\0';
+      LOG_DEBUG("fd=%d moves to shm (late attach)", s.slot->fd);
+      return;
+    }
     if (phase != shm::Conn::Phase::tcp && phase != shm::Conn::Phase::broken) return;
     // On TCP for good, once nothing is left to serve from here: the data calls go straight
     // to the kernel again (the Conn stays until the last close, for detach).
