@@ -411,9 +411,11 @@ void Conn::acceptor_sent_on_tcp(int fd) {
   // Another process accepted the connection (a listener shared after fork): the one
   // holding the hello drops it, and the channel serves this process's next connection.
   hello_withdrawn_ = dialer_.withdraw();
-  // The offer first: the phase change lets another thread's readiness check settle the
-  // connection (Conn::settled), after which its calls would no longer count its bytes.
-  if (hello_withdrawn_) open_late_offer(fd);
+  // A late attach is offered at this end's next send (a connection that sends again is
+  // worth moving; one that only reads its answer and closes pays nothing). Marked before
+  // the phase changes: that lets another thread's readiness check settle the connection
+  // (Conn::settled), after which its calls would no longer count its bytes.
+  late_offer_due_ = hello_withdrawn_;
   // (Short: Conn::reason_ holds 111 characters.)
   fall_back("the acceptor sent on TCP without answering: its process had no hello "
             "(a listener shared after fork?)");
@@ -434,7 +436,7 @@ constexpr int kLateLooks = 32;
 }  // namespace
 
 void Conn::cancel_late() {
-  late_dial_ = false;
+  late_dial_ = late_offer_due_ = false;
   late_offer_.close();
 }
 
@@ -467,6 +469,10 @@ void Conn::late_step(int fd, bool receiving) {
       late_mark_ = tcp_received_;
     else if (tcp_received_ > late_mark_)
       late_dial(fd);
+  }
+  if (late_offer_due_ && !receiving) {
+    late_offer_due_ = false;
+    open_late_offer(fd);
   }
   if (late_offer_.is_open()) late_accept(fd);
 }
@@ -841,7 +847,7 @@ ssize_t Conn::recv_tcp(int fd, const iovec* iov, int iovcnt, int flags) {
 
 ssize_t Conn::send(int fd, const iovec* iov, int iovcnt, int flags) {
   std::unique_lock lock(send_lock_);
-  if (phase_ == Phase::tcp && late_offer_.is_open()) late_step(fd, false);
+  if (phase_ == Phase::tcp && (late_offer_due_ || late_offer_.is_open())) late_step(fd, false);
   check_peer_cheap();
   if (int rc = serve_resend(fd, flags); rc < 0) return rc;
   if (peer_bell_missing_ && phase_ == Phase::active && !tx_tcp_) move_tx_to_tcp(fd);

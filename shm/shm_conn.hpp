@@ -119,7 +119,7 @@ class Conn {
   // socket alone carries it from now on.
   bool settled() const {
     return phase_ == Phase::tcp && !resending_ && leftover_pos_ == leftover_len_ &&
-           !late_dial_ && !late_offer_.is_open();
+           !late_dial_ && !late_offer_due_ && !late_offer_.is_open();
   }
 
   // exec into a program that runs the library (src/exec_handover.hpp; shm/shm_conn_exec.cc).
@@ -159,7 +159,7 @@ class Conn {
   // call's lock held, and does its part only if it gets the other lock too.
   void late_step(int fd, bool receiving);
   void late_dial(int fd);     // the acceptor's part
-  void open_late_offer(int fd);  // the connector's, after its withdrawal
+  void open_late_offer(int fd);  // the connector's, at its first send after its withdrawal
   void late_accept(int fd);   // ... and at its next calls
   void cancel_late();         // no late attach for this connection (any more)
   // Gives back the pooled slot (or closes the segment of its own) and both eventfds.
@@ -238,6 +238,7 @@ class Conn {
   uint64_t late_mark_ = UINT64_MAX;  // bytes received at its first receive after a send
   stats::Endpoint late_peer_{}, late_local_{};
   uid_t late_uid_ = 0;  // the listener record's
+  bool late_offer_due_ = false;  // the connector offers at its next send
   LateOffer late_offer_;       // the connector's, open while its calls look for a dial
   int late_looks_left_ = 0;    // calls that still look before the offer is withdrawn
   std::atomic<bool> late_change_{false};
