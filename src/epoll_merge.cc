@@ -17,6 +17,7 @@
 #include "guard.hpp"
 #include "internal_fds.hpp"
 #include "link_io.hpp"
+#include "log.hpp"
 #include "process.hpp"
 #include "ptr_set.hpp"
 #include "real.hpp"
@@ -306,6 +307,34 @@ void unregister(Registration& r) {
   // An empty set stays (until its descriptor closes, forget_sets): a program that removes
   // its last connection and adds the next for every request (redis-benchmark) would
   // otherwise pay for a new bell each time.
+}
+
+// A connection on TCP for good (its link gave the data back to the kernel: Socket::user_io
+// is off) needs nothing of ours any more: its registration becomes the kernel's own, with
+// the application's events and data, and its other wake descriptors leave. Otherwise each
+// of its readiness checks costs a poll() (a pre-fork server's clients without the library:
+// every connection, shm's late attach). Set lock held; not done when the process-wide lock
+// is busy (its next event tries again) or the registration cannot be handed over as it is
+// (EPOLLEXCLUSIVE ones cannot be modified; a one-shot one already reported, dormant ones).
+// Frees `r` when it did.
+bool hand_to_kernel(Registration& r) {
+  if (ops::user_link(*r.socket) || r.dormant || r.disabled || (r.events & EPOLLEXCLUSIVE))
+    return false;
+  int k = 0;
+  while (k < r.wake_count && r.wake[k] != r.fd) ++k;
+  if (k == r.wake_count) return false;
+  std::unique_lock lock(g_lock, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  epoll_event ev{};
+  ev.events = r.events;
+  ev.data = r.data;
+  if (real().epoll_ctl(r.set->epfd, EPOLL_CTL_MOD, r.fd, &ev) != 0) return false;
+  for (int i = 0; i < r.wake_count; ++i)
+    if (i != k) (void)real().epoll_ctl(r.set->epfd, EPOLL_CTL_DEL, r.wake[i], nullptr);
+  r.wake_count = 0;  // (the socket stays, now the application's)
+  LOG_DEBUG("fd=%d on TCP for good: epoll set %d watches it directly", r.fd, r.set->epfd);
+  unregister(r);
+  return true;
 }
 
 // The connection's registration in the set, dormant or not.
@@ -694,6 +723,10 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
       std::lock_guard lock(set.lock);
       const bool ours = !set.closed;
       const int end = n + k;
+      // Registrations of connections on TCP for good, handed to the kernel once this batch
+      // is through (a later event of the batch may still name one).
+      Registration* settled[8];
+      int n_settled = 0;
       for (int i = n; i < end; ++i) {
         const epoll_event e = out[i];
         if (ours && e.data.ptr == &set) continue;  // the set's own bell
@@ -724,7 +757,11 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
           r->disabled = true;
         else if (!(r->events & EPOLLET))
           push_ready(*r);
+        if (!ops::user_link(*r->socket) && n_settled < 8 &&
+            std::find(settled, settled + n_settled, r) == settled + n_settled)
+          settled[n_settled++] = r;
       }
+      for (int i = 0; i < n_settled; ++i) (void)hand_to_kernel(*settled[i]);
       if (ours) update_bell(set);
     }
     if (n > 0 || k == 0) { *rc = n; return true; }  // events, or the timeout expired

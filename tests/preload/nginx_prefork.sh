@@ -92,6 +92,20 @@ if [[ $curl_ok == 1 ]]; then
   # (Not a failure: where the kernel put them decides. preload_prefork_late makes it so.)
   [[ $curl_late -gt 0 ]] || note "no curl connection was moved by a late attach in 10 rounds"
 fi
+# wrk without the library (a same-host client of the server that does not run it): its
+# connections stay on TCP, and each one's epoll registration is handed back to the kernel
+# once its late attach is given up (no offer to dial).
+late_before=$(log_count "late attach: on shm")
+handed_before=$(log_count "on TCP for good: epoll set")
+run_fg plain-wrk 30 without_fastsock wrk -t 2 -c 8 -d 1s "http://127.0.0.1:$PORT/small.bin"
+grep -qE 'Socket errors|Non-2xx or 3xx' "$WORK/plain-wrk.out" &&
+  fail "wrk without the library reported: $(grep -E 'Socket errors|Non-2xx or 3xx' "$WORK/plain-wrk.out")"
+[[ $(log_count "late attach: on shm") -eq $late_before ]] ||
+  fail "a connection of a client without the library attached late"
+handed=$(($(log_count "on TCP for good: epoll set") - handed_before))
+[[ $handed -gt 0 ]] || fail "no connection of a client without the library went back to the kernel's epoll"
+note "wrk without the library: $(sed -nE 's/^Requests\/sec: *//p' "$WORK/plain-wrk.out") requests/s, $handed connections handed back to the kernel's epoll"
+
 kill -TERM "$nginx_pid" 2>/dev/null
 wait_bg nginx || true
 grep -qE '\[(alert|crit|emerg)\]' "$dir/error.log" &&
