@@ -78,13 +78,11 @@ bool holds_accepting_end(int fd, const stats::Endpoint& connector,
          same_endpoint(socket_endpoint(fd, true), connector);
 }
 
-}  // namespace
-
-int LateOffer::open(const stats::Endpoint& connector, const stats::Endpoint& acceptor,
-                    const char** why) noexcept {
-  close();
-  sockaddr_un addr;
-  const socklen_t len = late_address(connector, acceptor, effective_uid(), addr);
+// The name of the connection for `uid` (in `addr`, `len`) and a socket to bind or connect
+// to it. The socket, or -errno with `why`.
+int late_socket(const stats::Endpoint& connector, const stats::Endpoint& acceptor, uid_t uid,
+                sockaddr_un& addr, socklen_t& len, const char** why) noexcept {
+  len = late_address(connector, acceptor, uid, addr);
   if (len == 0) {
     *why = "the connection's endpoints are not IPv4/IPv6";
     return -EINVAL;
@@ -95,6 +93,18 @@ int LateOffer::open(const stats::Endpoint& connector, const stats::Endpoint& acc
     *why = "cannot create a rendezvous socket";
     return -errno;
   }
+  return fd;
+}
+
+}  // namespace
+
+int LateOffer::open(const stats::Endpoint& connector, const stats::Endpoint& acceptor,
+                    const char** why) noexcept {
+  close();
+  sockaddr_un addr;
+  socklen_t len;
+  const int fd = late_socket(connector, acceptor, effective_uid(), addr, len, why);
+  if (fd < 0) return fd;
   connector_ = canonical_endpoint(connector);
   acceptor_ = canonical_endpoint(acceptor);
   if (real().bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) != 0 ||
@@ -157,17 +167,9 @@ void LateOffer::close() noexcept {
 int late_dial(const stats::Endpoint& connector, const stats::Endpoint& acceptor,
               uid_t record_uid, const char** why) noexcept {
   sockaddr_un addr;
-  const socklen_t len = late_address(connector, acceptor, record_uid, addr);
-  if (len == 0) {
-    *why = "the connection's endpoints are not IPv4/IPv6";
-    return -EINVAL;
-  }
-  const int fd =
-      internal_fds::take(real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (fd < 0) {
-    *why = "cannot create a rendezvous socket";
-    return -errno;
-  }
+  socklen_t len;
+  const int fd = late_socket(connector, acceptor, record_uid, addr, len, why);
+  if (fd < 0) return fd;
   if (real().connect(fd, reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
     const int err = -errno;
     internal_fds::close(fd);

@@ -517,3 +517,35 @@ log_assert_all_on_link() {
   fi
   LINK_CONNS=$total
 }
+
+# write_nginx_conf DIR PORT ROOT WORKERS: an nginx configuration in DIR/nginx.conf that keeps
+# every file nginx writes inside DIR and serves ROOT on 127.0.0.1:PORT (access log in
+# DIR/access.log, sendfile on). WORKERS 0: one process (master_process off); N: a master
+# and N workers (a pre-fork server).
+write_nginx_conf() {
+  local dir=$1 port=$2 root=$3 workers=$4 master=on
+  [[ $workers -gt 0 ]] || { master=off; workers=1; }
+  mkdir -p "$dir/tmp"
+  cat >"$dir/nginx.conf" <<EOF
+daemon off;
+master_process $master;
+worker_processes $workers;
+pid $dir/nginx.pid;
+error_log $dir/error.log info;
+events { worker_connections 256; }
+http {
+  access_log $dir/access.log;
+  client_body_temp_path $dir/tmp/body;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  default_type application/octet-stream;
+  sendfile on;
+  server {
+    listen 127.0.0.1:$port;
+    root $root;
+  }
+}
+EOF
+}

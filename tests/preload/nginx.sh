@@ -34,34 +34,6 @@ head -c 4096 /dev/urandom >"$WORK/www/small.bin"
 head -c "$big_size" /dev/urandom >"$WORK/www/big.bin"
 want=$(sha256sum <"$WORK/www/big.bin" | cut -d' ' -f1)
 
-# write_conf DIR PORT: a configuration that keeps every file nginx writes inside DIR.
-write_conf() {
-  local dir=$1 port=$2
-  mkdir -p "$dir/tmp"
-  cat >"$dir/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $dir/nginx.pid;
-error_log $dir/error.log info;
-events { worker_connections 256; }
-http {
-  access_log $dir/access.log;
-  client_body_temp_path $dir/tmp/body;
-  proxy_temp_path $dir/tmp/proxy;
-  fastcgi_temp_path $dir/tmp/fastcgi;
-  uwsgi_temp_path $dir/tmp/uwsgi;
-  scgi_temp_path $dir/tmp/scgi;
-  default_type application/octet-stream;
-  sendfile on;
-  server {
-    listen 127.0.0.1:$port;
-    root $WORK/www;
-  }
-}
-EOF
-}
-
 # wrk_run MODE TAG [wrk options]: 2 s of wrk on small.bin; checks its report. Adds the
 # requests it completed to WRK_REQUESTS.
 wrk_run() {
@@ -85,7 +57,7 @@ nginx_run() {
   dir=$WORK/$mode
   set_ends "$mode"
   PORT=$(free_port)
-  write_conf "$dir" "$PORT"
+  write_nginx_conf "$dir" "$PORT" "$WORK/www" 0
   start_bg "$mode-nginx" 60 $SERVER_WRAP nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
   wait_for_port "$PORT" 15 "$BG_PID"
   WRK_REQUESTS=0

@@ -21,7 +21,7 @@ if [[ -n "${FASTSOCK_PRELOAD_PREFIX:-}" ]] &&
   curl_ok=0
   note "curl does not run with only LD_PRELOAD=$FASTSOCK_PRELOAD_PREFIX: the downloads are NOT tested in this build"
 fi
-mkdir -p "$WORK/www" "$WORK/srv/tmp"
+mkdir -p "$WORK/www"
 chmod 755 "$WORK" "$WORK/www"
 head -c 4096 /dev/urandom >"$WORK/www/small.bin"
 head -c $((16 * 1024 * 1024)) /dev/urandom >"$WORK/www/big.bin"
@@ -30,28 +30,7 @@ want_small=$(sha256sum <"$WORK/www/small.bin" | cut -d' ' -f1)
 want_big=$(sha256sum <"$WORK/www/big.bin" | cut -d' ' -f1)
 PORT=$(free_port)
 dir=$WORK/srv
-cat >"$dir/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes 2;
-pid $dir/nginx.pid;
-error_log $dir/error.log info;
-events { worker_connections 256; }
-http {
-  access_log $dir/access.log;
-  client_body_temp_path $dir/tmp/body;
-  proxy_temp_path $dir/tmp/proxy;
-  fastcgi_temp_path $dir/tmp/fastcgi;
-  uwsgi_temp_path $dir/tmp/uwsgi;
-  scgi_temp_path $dir/tmp/scgi;
-  default_type application/octet-stream;
-  sendfile on;
-  server {
-    listen 127.0.0.1:$PORT;
-    root $WORK/www;
-  }
-}
-EOF
+write_nginx_conf "$dir" "$PORT" "$WORK/www" 2
 start_bg nginx 90 under_fastsock nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
 nginx_pid=$BG_PID
 wait_for_port "$PORT" 15 "$nginx_pid"
