@@ -402,7 +402,7 @@ bool Conn::check_peer() {
 // confirms before its application can send anything), so its answer is queued, or its
 // channel closed, or it kept the hello unmatched. Settled now rather than at the next look
 // in 64, so that the connection says tcp, and why, as soon as it is.
-void Conn::acceptor_sent_on_tcp(int fd) {
+void Conn::acceptor_sent_on_tcp() {
   if (check_peer() || phase_ != Phase::awaiting_peer) return;
   uint64_t offset;
   if (rx_control_.switch_offset(offset)) return;  // (its answer is being read elsewhere)
@@ -427,10 +427,9 @@ void Conn::acceptor_sent_on_tcp(int fd) {
 namespace {
 
 // Calls of the connector that look for the acceptor's dial before its offer is withdrawn.
-// The acceptor dials at its first receive after its first send, which in a request and
-// answer protocol comes before its next answer: the connector's next receive with bytes
-// finds it. A peer that never dials (a server whose late attach failed) costs this many
-// accept4 calls.
+// The acceptor dials at the receive after the one that read the connector's next request
+// (late_step), before its next answer: the connector's receive of that answer finds it. A
+// peer that never dials (a server whose late attach failed) costs this many accept4 calls.
 constexpr int kLateLooks = 32;
 
 }  // namespace
@@ -461,10 +460,10 @@ void Conn::late_step(int fd, bool receiving) {
     return;
   }
   if (late_dial_ && receiving && tcp_sent_ > 0) {
-    // The connector offers once it has seen this end's bytes on TCP before any answer
-    // (acceptor_sent_on_tcp), then sends again: bytes received after this end's first
-    // send and receive are sent after the offer, so the dial comes with the receive after
-    // those. (Dialling at once, right after the first answer, finds no offer yet.)
+    // The connector offers at its first send after it saw this end's bytes on TCP before
+    // any answer (acceptor_sent_on_tcp): bytes received after this end's first send and
+    // receive were sent after the offer, so the dial comes with the receive after those.
+    // (Dialling at once, right after the first answer, finds no offer yet.)
     if (late_mark_ == UINT64_MAX)
       late_mark_ = tcp_received_;
     else if (tcp_received_ > late_mark_)
@@ -704,7 +703,7 @@ ssize_t Conn::recv(int fd, const iovec* iov, int iovcnt, int flags) {
       if (n > 0) {
         if (!peek) tcp_received_ += uint64_t(n);
         // (In a late attach the connector's bytes on TCP come before its answer.)
-        if (phase_ == Phase::awaiting_peer && !late_) acceptor_sent_on_tcp(fd);
+        if (phase_ == Phase::awaiting_peer && !late_) acceptor_sent_on_tcp();
         got += size_t(n);
         if (!waitall || got == total) return ssize_t(got);
         continue;

@@ -87,7 +87,11 @@ class Conn {
                            uid_t record_uid, const char* why);
   // True once after a late attach changed the descriptors wait_fds gives (the epoll
   // registrations must follow: epoll_merge::rewatch).
-  bool take_late_change() { return late_change_.exchange(false, std::memory_order_relaxed); }
+  // (Asked after every send and recv: a load, and the exchange only once set.)
+  bool take_late_change() {
+    return late_change_.load(std::memory_order_relaxed) &&
+           late_change_.exchange(false, std::memory_order_relaxed);
+  }
 
   Phase phase() const { return phase_; }
   // Set when the phase changed to `tcp` after attach: why (for the stats slot).
@@ -154,7 +158,7 @@ class Conn {
   // when the channel has something (the reply, a rejection, its end) or the confirmation
   // came: check_peer must take it first.
   bool poll_awaiting(int fd, short events, short& rev);
-  void acceptor_sent_on_tcp(int fd);
+  void acceptor_sent_on_tcp();
   // Late attach. late_step runs at the start of send (`receiving` false) and recv with that
   // call's lock held, and does its part only if it gets the other lock too.
   void late_step(int fd, bool receiving);
