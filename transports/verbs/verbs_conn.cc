@@ -59,9 +59,16 @@ constexpr int64_t kStalledLinkNs = 1'000'000'000;
 constexpr int64_t kConnectingNs = 5'000'000'000;
 
 // Work request ids: the kind in the high half, the slot in the low half. The switch message
-// has its own kind: its completion tells that the peer's queue has it (see start_resync).
+// has its own kind: its completion tells that the peer's queue has it (see start_resync);
+// so has the read of the peer's leave word (leave_order).
 constexpr uint64_t kWrRecv = 0, kWrData = 1ull << 32, kWrControl = 2ull << 32,
-                   kWrSwitch = 3ull << 32;
+                   kWrSwitch = 3ull << 32, kWrLeaveRead = 4ull << 32;
+
+// How long a downgrade waits for the peer's leave word to settle, or for the downgrade
+// message of a peer that left first; the peer is in its own downgrade then, so only a peer
+// stopped or killed in the middle of it takes this long (the connection is reset).
+constexpr int64_t kLeaveWaitNs = 1'000'000'000;
+constexpr size_t kLeaveBytes = 32;  // Conn::leave_
 
 using link_io::Deadline;
 using link_io::iov_total;
@@ -121,6 +128,8 @@ void Conn::destroy_resources() noexcept {
   release_queued();  // a forked child: frees its copies, never touches the parent's pool
   free(buffers_);
   buffers_ = nullptr;
+  free(leave_);
+  leave_ = nullptr;
   if (wake_fd_ >= 0) internal_fds::close(wake_fd_);
   wake_fd_ = -1;
 }
@@ -158,6 +167,7 @@ void Conn::free_device_resources() noexcept {
   reclaim_completions();
   if (cq_) lib_.ibv_destroy_cq(cq_);
   if (mr_) lib_.ibv_dereg_mr(mr_);
+  if (leave_mr_) lib_.ibv_dereg_mr(leave_mr_);
   if (channel_) {
     internal_fds::remove(channel_->fd);  // leaves wake_fd_'s set as it closes
     lib_.ibv_destroy_comp_channel(channel_);
@@ -171,6 +181,7 @@ void Conn::forget_device_resources() noexcept {
   qp_ = nullptr;
   cq_ = nullptr;
   mr_ = nullptr;
+  leave_mr_ = nullptr;
   pd_ = nullptr;
   pool_ = nullptr;
   channel_ = nullptr;
@@ -256,7 +267,8 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   stage_len_ = new (std::nothrow) uint32_t[options_.slots]();
   zc_ = new (std::nothrow) ZeroCopySlot[options_.slots]();
   rx_fifo_ = new (std::nothrow) RxEntry[recv_slots_]();
-  if (!buffers_ || !stage_len_ || !zc_ || !rx_fifo_) {
+  if (posix_memalign(reinterpret_cast<void**>(&leave_), 64, kLeaveBytes) != 0) leave_ = nullptr;
+  if (!buffers_ || !stage_len_ || !zc_ || !rx_fifo_ || !leave_) {
     *why = "out of memory";
     return -ENOMEM;
   }
@@ -276,7 +288,13 @@ int Conn::create_qp(rdma_cm_id* id, const char** why) noexcept {
   const int cqe = int(recv_slots_ + options_.slots + 2 * kReserveSlots + 8);
   cq_ = lib_.ibv_create_cq(context, cqe, nullptr, channel_, 0);
   mr_ = cq_ ? (lib_.ibv_reg_mr)(pd_, buffers_, bytes, IBV_ACCESS_LOCAL_WRITE) : nullptr;
-  if (!mr_) {
+  // The leave word has a registration of its own: the peer may read it, and nothing else
+  // of ours (the send slots are registered for local access only).
+  memset(leave_, 0, kLeaveBytes);
+  leave_mr_ = mr_ ? (lib_.ibv_reg_mr)(pd_, leave_, kLeaveBytes,
+                                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ)
+                  : nullptr;
+  if (!mr_ || !leave_mr_) {
     *why = "cannot create the completion queue or register buffers";
     return -ENOMEM;
   }
@@ -324,6 +342,11 @@ int Conn::move_qp(rdma_cm_id* id, ibv_qp_state state) noexcept {
   int mask = 0;
   attr.qp_state = state;
   int rc = lib_.rdma_init_qp_attr(id, &attr, &mask) != 0 ? -errno : 0;
+  if (rc == 0 && state == IBV_QPS_INIT) {
+    // The peer reads our leave word (leave_order), whatever the connection manager grants.
+    attr.qp_access_flags |= IBV_ACCESS_REMOTE_READ;
+    mask |= IBV_QP_ACCESS_FLAGS;
+  }
   if (rc == 0) rc = -std::abs(lib_.ibv_modify_qp(qp_, &attr, mask));
   if (rc != 0)
     LOG_DEBUG("fd=%d verbs: moving the queue pair to state %d failed: %s", log_fd_, int(state),
@@ -469,6 +492,7 @@ void Conn::established_locked() noexcept {
   State expected = State::connecting;
   if (state_.compare_exchange_strong(expected, State::established, std::memory_order_acq_rel)) {
     LOG_DEBUG("fd=%d verbs: RDMA connection established", log_fd_);
+    announce_leave_word();
     report_carried_locked();
   } else if (downgrade_unsent_ && !link_error_ && qp_)
     post_downgrade();  // we moved to TCP while connecting: the peer must not switch
@@ -582,16 +606,16 @@ uint32_t Conn::take_credits() noexcept {
   return c;
 }
 
-int Conn::post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept {
+int Conn::post_control(Msg type, const uint8_t* payload, uint32_t len, uint32_t lkey) noexcept {
   if (!qp_) return ENODEV;  // the device was removed
   if (sq_full()) return -EAGAIN;
-  ibv_sge sge{reinterpret_cast<uintptr_t>(payload), len, 0};
+  ibv_sge sge{reinterpret_cast<uintptr_t>(payload), len, lkey};
   ibv_send_wr wr{};
   wr.wr_id = type == Msg::switch_at ? kWrSwitch : kWrControl;
   wr.sg_list = len ? &sge : nullptr;
   wr.num_sge = len ? 1 : 0;
   wr.opcode = IBV_WR_SEND_WITH_IMM;
-  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  wr.send_flags = IBV_SEND_SIGNALED | (lkey == 0 ? IBV_SEND_INLINE : 0);
   wr.imm_data = htonl(make_imm(type, take_credits()));
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(qp_, &wr, &bad);
@@ -765,6 +789,13 @@ void Conn::on_recv(uint32_t slot, uint32_t imm, uint32_t len) noexcept {
       }
       tx_back_on_tcp_ = true;
       break;
+    case Msg::leave_word:
+      if (len >= 12) {
+        peer_leave_addr_ = get_u64(payload);
+        peer_leave_rkey_ = get_u32(payload + 8);
+        peer_leave_known_ = true;
+      }
+      break;
     default: fail("the RDMA peer sent an unknown message"); break;
   }
   if (post_recv(slot) != 0) fail("cannot repost a receive buffer");
@@ -814,6 +845,7 @@ void Conn::progress_locked() noexcept {
         --sends_in_flight_;
         ++sends_done_;
         if ((wc[i].wr_id >> 32) == (kWrSwitch >> 32)) switch_confirmed_ = true;
+        if ((wc[i].wr_id >> 32) == (kWrLeaveRead >> 32)) leave_read_done_ = true;
       }
     }
   }
@@ -1441,18 +1473,35 @@ void Conn::downgrade(int fd, const char* why) noexcept {
     // read as data by whoever holds the socket now: a known limit (docs/verbs.md, Failure).
     LOG_WARN("fd=%d verbs: handed to the kernel while the peer's stream was on a failed link: "
              "its next bytes may not be what it sent", log_fd_);
-  // Our link stream ends here; the peer resends on TCP what we did not consume. A peer
-  // that may still see the connection come up (it accepted, or we asked) hears it too, so
-  // it never switches to a link nobody reads.
+  // Our link stream ends here. A peer that may still see the connection come up (it
+  // accepted, or we asked) hears it too, so it never switches to a link nobody reads.
+  LeaveOrder order = LeaveOrder::unknown;
+  uint64_t peer_consumed = 0;
   if (state() == State::established && !link_error_ && qp_)
-    post_downgrade();
+    order = leave_order(&peer_consumed);
   else if (state() == State::connecting)
     // Sent by on_established, if the link comes up: only then is the peer's queue pair
     // sure to take it (a message reaching a queue pair not ready yet is dropped).
     downgrade_unsent_ = true;
+  const bool keep = order == LeaveOrder::second ||
+                    (order == LeaveOrder::unknown && (peer_left_ || peer_resynced_));
+  // Left by the rule without the peer's word: a peer that found our word set and waits
+  // for our finding learns what we do (a dropping end is to it as one that came first).
+  if (order == LeaveOrder::unknown && own_leave_ != Leave::on_link)
+    publish_leave(keep ? Leave::second : Leave::first);
+  if (order != LeaveOrder::unknown)
+    LOG_DEBUG("fd=%d verbs: left the link %s", log_fd_,
+              order == LeaveOrder::first    ? "first"
+              : order == LeaveOrder::second ? "second, after the peer"
+                                            : "at the same moment as the peer");
+  if (order == LeaveOrder::crossed && tx_switched_ && !tx_back_on_tcp_) {
+    // The peer dropped what it did not consume, as we do below: it is resent first.
+    resend_from_ = peer_consumed;
+    resend_due_ = true;
+  }
   tx_back_on_tcp_ = true;
   end_room_wait();
-  if (peer_left_ || peer_resynced_) {
+  if (keep) {
     // The peer left the link first (or resynced after a failure): its stream went on on
     // TCP right after the link bytes still queued here (a resync's resent bytes are
     // skipped by their count), so nobody would send them again. They are kept, in memory
@@ -1470,6 +1519,14 @@ void Conn::downgrade(int fd, const char* why) noexcept {
     rx_back_on_tcp_ = true;
     release_queued();
   }
+  // What the peer did not consume goes on TCP before anything this process (or a forked
+  // child) sends next. Both ends resend when they crossed, each in its own downgrade: a
+  // resend larger than the kernel's buffers then waits for a reader on neither side, so
+  // that wait is bounded (the connection is reset rather than hang).
+  if (order == LeaveOrder::crossed)
+    serve_resend_within(fd, now_ns() + kLeaveWaitNs);
+  else if (tx_resync_pending() && state() != State::broken)
+    (void)serve_resend(fd, false, true);
   if (state() != State::broken) {
     fallback_reason_ = why;
     state_.store(State::tcp, std::memory_order_release);
@@ -1477,10 +1534,156 @@ void Conn::downgrade(int fd, const char* why) noexcept {
   tx_switched_ = false;
 }
 
+void Conn::serve_resend_within(int fd, int64_t end_ns) noexcept {
+  while (tx_resync_pending() && state() != State::broken) {
+    const int rc = serve_resend(fd, true, true);
+    if (!tx_resync_pending()) return;
+    if (rc != -EAGAIN) return;  // the peer's connection is gone: its end says so
+    if (now_ns() > end_ns) {
+      break_connection("the resend to an RDMA peer that left the link at the same moment "
+                       "did not fit in the kernel's buffers");
+      return;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    (void)real().poll(&p, 1, 10);
+  }
+}
+
 void Conn::post_downgrade() noexcept {
   uint8_t payload[8];
   put_u64(payload, link_consumed_);
   if (post_control(Msg::downgrade, payload, 8) == 0) downgrade_unsent_ = false;
+}
+
+void Conn::announce_leave_word() noexcept {
+  if (!qp_ || !leave_mr_) return;
+  auto* payload = reinterpret_cast<uint8_t*>(leave_ + 2);
+  put_u64(payload, uint64_t(reinterpret_cast<uintptr_t>(leave_)));
+  put_u32(payload + 8, leave_mr_->rkey);
+  // Without it the peer's downgrades keep the old rule (leave_order: unknown).
+  if (const int rc = post_control(Msg::leave_word, payload, 12, leave_mr_->lkey); rc != 0)
+    LOG_DEBUG("fd=%d verbs: posting the leave word failed: %s", log_fd_, strerror(std::abs(rc)));
+}
+
+void Conn::publish_leave(Leave state) noexcept {
+  uint8_t bytes[8];
+  put_u64(bytes, make_leave(state, link_consumed_));
+  uint64_t word;
+  memcpy(&word, bytes, sizeof word);
+  // One 8-byte store, ordered before the read of the peer's word that follows (Dekker).
+  __atomic_store_n(leave_, word, __ATOMIC_SEQ_CST);
+  own_leave_ = state;
+}
+
+bool Conn::send_room(int64_t end_ns) noexcept {
+  for (;;) {
+    if (link_error_ || !qp_) return false;
+    if (!sq_full()) return true;
+    progress_locked();
+    if (now_ns() > end_ns) return false;
+    sched_yield();
+  }
+}
+
+bool Conn::read_peer_leave(int64_t end_ns, uint64_t* word) noexcept {
+  if (!send_room(end_ns)) return false;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(leave_ + 1), 8, leave_mr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kWrLeaveRead;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = peer_leave_addr_;
+  wr.wr.rdma.rkey = peer_leave_rkey_;
+  leave_read_done_ = false;
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(qp_, &wr, &bad); rc != 0) {
+    post_failed("the read of the peer's leave word", rc);
+    return false;
+  }
+  ++sends_in_flight_;
+  ++sends_posted_;
+  while (!leave_read_done_) {
+    progress_locked();
+    if (leave_read_done_) break;
+    if (link_error_ || now_ns() > end_ns) return false;
+    sched_yield();
+  }
+  uint8_t bytes[8];
+  const uint64_t raw = __atomic_load_n(leave_ + 1, __ATOMIC_ACQUIRE);
+  memcpy(bytes, &raw, sizeof bytes);
+  *word = get_u64(bytes);
+  return true;
+}
+
+// Why it works: each end stores `leaving` before it reads the other's word, so at least one
+// of them finds the other's set (the reads run on the devices, after the stores). An end
+// that finds it clear (`first`) posted its downgrade before reading, so the peer, which
+// starts leaving later, takes that downgrade before its own read returns: it resends what
+// we did not consume and keeps what we sent (`second`). An end that finds it set publishes
+// `saw` and waits for the peer's finding: `first` makes it the second; `saw` means both
+// found the other leaving, and both resend (`crossed`). Both ends reach the same answer.
+Conn::LeaveOrder Conn::leave_order(uint64_t* peer_consumed) noexcept {
+  int64_t end = now_ns() + kLeaveWaitNs;
+  publish_leave(Leave::leaving);
+  // The downgrade must go out: it ends our link stream (a full send queue is waited out).
+  if (send_room(end)) post_downgrade();
+  if (!peer_leave_known_ || !leave_mr_) return LeaveOrder::unknown;
+  // A test holds both ends here so that each finds the other leaving (rdma_fork_both).
+  if (const char* pause = getenv("FASTSOCK_TEST_VERBS_LEAVE_PAUSE_MS")) {
+    const long ms = strtol(pause, nullptr, 10);
+    if (ms > 0 && ms <= 10'000) {
+      const timespec t{ms / 1000, (ms % 1000) * 1'000'000};
+      nanosleep(&t, nullptr);
+    }
+  }
+  end = now_ns() + kLeaveWaitNs;
+  uint64_t peer = 0;
+  if (!read_peer_leave(end, &peer)) {
+    LOG_DEBUG("fd=%d verbs: cannot read the peer's leave word", log_fd_);
+    return LeaveOrder::unknown;
+  }
+  if (leave_state(peer) == uint8_t(Leave::on_link)) {
+    publish_leave(Leave::first);
+    return LeaveOrder::first;
+  }
+  publish_leave(Leave::saw);
+  while (leave_state(peer) == uint8_t(Leave::leaving)) {
+    sched_yield();
+    if (now_ns() > end || !read_peer_leave(end, &peer)) {
+      break_connection("the RDMA peer did not finish leaving the link");
+      return LeaveOrder::unknown;
+    }
+  }
+  if (leave_state(peer) == uint8_t(Leave::second)) {
+    // The peer took our downgrade before it left, and keeps what we sent: as if first.
+    publish_leave(Leave::first);
+    return LeaveOrder::first;
+  }
+  if (leave_state(peer) == uint8_t(Leave::saw)) {
+    *peer_consumed = leave_consumed(peer);
+    LOG_DEBUG("fd=%d verbs: both ends left the link at once: each resends what the other did "
+              "not consume (%llu of ours)", log_fd_,
+              static_cast<unsigned long long>(link_sent_ - std::min(link_sent_, *peer_consumed)));
+    return LeaveOrder::crossed;
+  }
+  if (leave_state(peer) != uint8_t(Leave::first)) {
+    break_connection("the RDMA peer's leave word is not one");
+    return LeaveOrder::unknown;
+  }
+  // The peer left first: its downgrade, posted before it read our word, ends its link
+  // stream; what came before it is kept here.
+  while (!peer_left_) {
+    progress_locked();
+    if (peer_left_) break;
+    if (link_error_ || now_ns() > end) {
+      break_connection("the RDMA peer's downgrade did not arrive");
+      return LeaveOrder::unknown;
+    }
+    sched_yield();
+  }
+  return LeaveOrder::second;
 }
 
 bool Conn::still_our_socket(int fd) const noexcept {

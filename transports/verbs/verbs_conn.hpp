@@ -168,7 +168,9 @@ class Conn final : public CmClient {
   // queue hold pool slots; they go back unread.
   void reclaim_completions() noexcept;
   // Posts a message of `type` with `payload` (inline) or a data slot. Progress lock held.
-  int post_control(Msg type, const uint8_t* payload, uint32_t len) noexcept;
+  // `lkey` 0: the payload goes inline (at most kControlInline bytes); else it is read from
+  // registered memory.
+  int post_control(Msg type, const uint8_t* payload, uint32_t len, uint32_t lkey = 0) noexcept;
   int post_data(uint32_t stage_slot, uint32_t len) noexcept;  // from its slot
   // A zero-copy message: sent from the application's bytes at `src`, registered (`lkey`).
   int post_data(uint32_t stage_slot, uint32_t len, const uint8_t* src, uint32_t lkey) noexcept;
@@ -249,6 +251,31 @@ class Conn final : public CmClient {
   void drain_channel(unsigned most = UINT_MAX) noexcept;
   // Tells the peer our link stream ended after link_consumed_ bytes (progress lock held).
   void post_downgrade() noexcept;
+  // How this end's downgrade stands to the peer's, if the peer leaves the link too
+  // (docs/verbs.md, "Both ends at once"):
+  //   unknown  the peer's leave word is not known (or could not be read): the old rule,
+  //            keep what the peer sent only if it left first (peer_left_)
+  //   first    the peer had not started leaving: it takes our downgrade before its own, so
+  //            it resends what we did not consume; we drop it
+  //   second   the peer left first: we keep what it sent, and resend what it did not consume
+  //   crossed  each found the other leaving: each drops what it did not consume and
+  //            resends what the other did not consume (`peer_consumed`)
+  enum class LeaveOrder : uint8_t { unknown, first, second, crossed };
+  // Posts our downgrade and settles the order with the peer's leave word (RDMA READ, no
+  // help from the peer's process: an end that found ours set is in its own downgrade and
+  // publishes its finding within microseconds). Progress lock held, the link up.
+  LeaveOrder leave_order(uint64_t* peer_consumed) noexcept;
+  void publish_leave(Leave state) noexcept;
+  // Room for one more work request on the send queue, before `end_ns`; false if the link
+  // failed or the time ran out. Progress lock held.
+  bool send_room(int64_t end_ns) noexcept;
+  // serve_resend without blocking for longer than until `end_ns`; the connection is reset
+  // if the resend cannot be written by then.
+  void serve_resend_within(int fd, int64_t end_ns) noexcept;
+  // Reads the peer's leave word into *word, before `end_ns`; false if the read failed.
+  bool read_peer_leave(int64_t end_ns, uint64_t* word) noexcept;
+  // Posts our leave word's address and key (when the link comes up). Progress lock held.
+  void announce_leave_word() noexcept;
 
   Cm& cm_;
   const Lib& lib_;
@@ -262,6 +289,16 @@ class Conn final : public CmClient {
   bool redirected_ = false;  // connector: followed a listener's redirect (at most once)
   bool downgrade_unsent_ = false;  // moved to TCP while the link was coming up
   int log_fd_ = -1;
+  // Leaving the link when the peer may be leaving too (leave_order): 32 bytes registered
+  // for the peer's RDMA READ — [0] our leave word, [1] the peer's as last read, [2..3] the
+  // leave_word message's payload — and where the peer's word is.
+  uint64_t* leave_ = nullptr;
+  ibv_mr* leave_mr_ = nullptr;
+  uint64_t peer_leave_addr_ = 0;
+  uint32_t peer_leave_rkey_ = 0;
+  bool peer_leave_known_ = false;
+  bool leave_read_done_ = false;  // the read of the peer's word completed
+  Leave own_leave_ = Leave::on_link;  // what our word says
   std::atomic<bool> fallback_noted_{false};
   uint8_t* report_transport_ = nullptr;  // report_in; progress lock
   uint8_t report_carried_id_ = 0;

@@ -9,7 +9,8 @@
 namespace fastsock::verbs {
 
 inline constexpr uint16_t kWireMagic = 0xFA57;
-inline constexpr uint8_t kWireVersion = 1;
+// 2: the leave word (Msg::leave_word), so that two ends leaving the link at once lose nothing.
+inline constexpr uint8_t kWireVersion = 2;
 
 // rdma_connect's private data (RC: at most 56 bytes): which TCP connection this RDMA
 // connection belongs to, as the connector sees it, and a nonce the acceptor echoes.
@@ -53,7 +54,7 @@ inline constexpr uint8_t kRedirect = 1;
 //   bits 31..24  message type
 //   bits 23..0   receive slots the sender freed since its last message (credits returned)
 // and the payload is the type's: stream bytes (data), a big-endian u64 (switch_at,
-// downgrade), nothing (fin, credit).
+// downgrade), nothing (fin, credit), a big-endian u64 address and u32 rkey (leave_word).
 enum class Msg : uint8_t {
   data = 1,       // stream bytes
   switch_at = 2,  // this end's stream continues here after that many bytes sent on TCP
@@ -62,7 +63,28 @@ enum class Msg : uint8_t {
   downgrade = 5,  // this end leaves the link: its stream goes on on TCP from here, and the
                   // peer must resend on TCP what this end did not consume (payload: bytes
                   // of the peer's link stream this end consumed)
+  leave_word = 6,  // where this end's leave word is, for the peer's RDMA READ (below);
+                   // posted once, when the RDMA connection is established
 };
+
+// The leave word: 8 bytes of each end's memory, registered for its peer's RDMA READ, that
+// say how far the end is in leaving the link (a downgrade), so that two ends leaving at the
+// same moment agree on who resends what (Conn::leave_order, docs/verbs.md "Downgrade").
+// Stored big-endian by one 8-byte store: the state in the top byte, below it the bytes of
+// the peer's link stream this end consumed (fixed once it leaves).
+enum class Leave : uint8_t {
+  on_link = 0,  // not leaving
+  leaving = 1,  // posted its downgrade; reading the peer's word
+  first = 2,    // found the peer's word on_link: the peer leaves after taking our downgrade
+  saw = 3,      // found the peer's word set: the peer's own finding (first or saw) decides
+  second = 4,   // left without reading the peer's word, after taking its downgrade
+};
+inline constexpr uint64_t kLeaveConsumedMask = (uint64_t(1) << 56) - 1;
+constexpr uint64_t make_leave(Leave state, uint64_t consumed) {
+  return (uint64_t(state) << 56) | (consumed & kLeaveConsumedMask);
+}
+constexpr uint8_t leave_state(uint64_t word) { return uint8_t(word >> 56); }
+constexpr uint64_t leave_consumed(uint64_t word) { return word & kLeaveConsumedMask; }
 
 // Written on TCP, right after the sender's switch offset, by a sender whose link failed
 // after it switched (the only bytes it ever writes there that are not stream bytes; the
@@ -92,6 +114,14 @@ inline void put_u64(uint8_t* p, uint64_t v) {
 inline uint64_t get_u64(const uint8_t* p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+inline void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 3; i >= 0; --i, v >>= 8) p[i] = uint8_t(v);
+}
+inline uint32_t get_u32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | p[i];
   return v;
 }
 
