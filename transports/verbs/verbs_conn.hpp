@@ -167,7 +167,7 @@ class Conn final : public CmClient {
   // After the queue pair is destroyed: the receive completions left in the completion
   // queue hold pool slots; they go back unread.
   void reclaim_completions() noexcept;
-  // Posts a message of `type` with `payload` (inline) or a data slot. Progress lock held.
+  // Posts a control message of `type` with `payload`. Progress lock held.
   // `lkey` 0: the payload goes inline (at most kControlInline bytes); else it is read from
   // registered memory.
   int post_control(Msg type, const uint8_t* payload, uint32_t len, uint32_t lkey = 0) noexcept;

@@ -69,12 +69,12 @@ enum class Msg : uint8_t {
 
 // The leave word: 8 bytes of each end's memory, registered for its peer's RDMA READ, that
 // say how far the end is in leaving the link (a downgrade), so that two ends leaving at the
-// same moment agree on who resends what (Conn::leave_order, docs/verbs.md "Downgrade").
+// same moment agree on who resends what (Conn::leave_order, docs/verbs.md "Both ends at once").
 // Stored big-endian by one 8-byte store: the state in the top byte, below it the bytes of
 // the peer's link stream this end consumed (fixed once it leaves).
 enum class Leave : uint8_t {
   on_link = 0,  // not leaving
-  leaving = 1,  // posted its downgrade; reading the peer's word
+  leaving = 1,  // leaving: posts its downgrade, then reads the peer's word
   first = 2,    // found the peer's word on_link: the peer leaves after taking our downgrade
   saw = 3,      // found the peer's word set: the peer's own finding (first or saw) decides
   second = 4,   // left without reading the peer's word, after taking its downgrade
