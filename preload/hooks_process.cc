@@ -1,5 +1,8 @@
-// Exported hooks: fork, vfork, the exec family, _exit and _Exit, and the set*uid calls.
+// Exported hooks: fork, vfork, the exec family, posix_spawn, system and popen, _exit and
+// _Exit, and the set*uid calls.
 #include <alloca.h>
+#include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,6 +29,28 @@ FASTSOCK_HOOK int setresuid(uid_t ruid, uid_t euid, uid_t suid) noexcept {
 // vfork as fork: POSIX allows it, and a real vfork child would share (and could corrupt)
 // the parent's library state. A wrapper cannot return into a vfork child safely anyway.
 FASTSOCK_HOOK pid_t vfork() noexcept { FASTSOCK_RETURN(pid_t, ops::fork()); }
+
+// posix_spawn's convention: an error number returned, errno left alone.
+FASTSOCK_HOOK int posix_spawn(pid_t* pid, const char* path,
+                              const posix_spawn_file_actions_t* actions,
+                              const posix_spawnattr_t* attr, char* const argv[],
+                              char* const envp[]) noexcept {
+  return ops::posix_spawn(pid, path, actions, attr, argv, envp);
+}
+FASTSOCK_HOOK int posix_spawnp(pid_t* pid, const char* file,
+                               const posix_spawn_file_actions_t* actions,
+                               const posix_spawnattr_t* attr, char* const argv[],
+                               char* const envp[]) noexcept {
+  return ops::posix_spawnp(pid, file, actions, attr, argv, envp);
+}
+FASTSOCK_HOOK int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t* actions, int fd,
+                                                   int newfd) noexcept {
+  return ops::posix_spawn_file_actions_adddup2(actions, fd, newfd);
+}
+FASTSOCK_HOOK int system(const char* command) noexcept { return ops::system(command); }
+FASTSOCK_HOOK FILE* popen(const char* command, const char* mode) noexcept {
+  return ops::popen(command, mode);
+}
 
 FASTSOCK_HOOK int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
   FASTSOCK_RETURN(int, ops::execve(path, argv, envp));

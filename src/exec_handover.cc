@@ -55,11 +55,6 @@ void collect(int fd, Socket& s, void* context) {
   groups.items[groups.count++] = Group{&s, {fd}, 1, false};
 }
 
-bool inheritable(int fd) {
-  const long flags = ::syscall(SYS_fcntl, fd, F_GETFD);  // raw: fcntl is hooked
-  return flags >= 0 && !(flags & FD_CLOEXEC);
-}
-
 bool is_variable(const char* entry) {
   const size_t n = sizeof kVariable - 1;
   return strncmp(entry, kVariable, n) == 0 && entry[n] == '=';
@@ -91,7 +86,7 @@ Exec::Exec(bool follows, char* const envp[]) noexcept : envp_(envp) {
     int fds[kMaxFdsPerConn];
     int n = 0;
     for (int k = 0; k < g.count; ++k)
-      if (inheritable(g.fds[k])) fds[n++] = g.fds[k];
+      if (inherited_by_exec(g.fds[k])) fds[n++] = g.fds[k];
     char token[kTokenBytes];
     size_t len = 0;
     struct stat st;
@@ -163,6 +158,11 @@ const Links& parsed() {
 }
 
 }  // namespace
+
+bool inherited_by_exec(int fd) noexcept {
+  const long flags = ::syscall(SYS_fcntl, fd, F_GETFD);  // raw: fcntl is hooked
+  return flags >= 0 && !(flags & FD_CLOEXEC);
+}
 
 Role find(int fd, Entry& out) noexcept { return lookup(parsed(), fd, out); }
 

@@ -50,6 +50,9 @@ class Exec {
   int handed_count_ = 0;
 };
 
+// Whether `fd` stays open across an exec (no FD_CLOEXEC).
+bool inherited_by_exec(int fd) noexcept;
+
 // In the new image: what the previous image said about descriptor `fd`. Parses the
 // variable (once; later calls reuse the result).
 Role find(int fd, Entry& out) noexcept;

@@ -13,6 +13,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -111,5 +112,19 @@ long execvpe(const char* file, char* const argv[], char* const envp[]);
 long fexecve(int fd, char* const argv[], char* const envp[]);
 long execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
               int flags);
+
+// Children started without fork() (glibc starts them with clone(CLONE_VFORK) and execs
+// inside itself, where no hook runs): every connection the child inherits (no FD_CLOEXEC)
+// would be used by two processes, so it goes back to the kernel first, as before fork. A
+// connection handed over by a dup2 file action goes back when the action is added.
+// posix_spawn's result convention (an error number, errno untouched) is kept.
+int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) noexcept;
+int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                 const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) noexcept;
+int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t* actions, int fd,
+                                     int newfd) noexcept;
+int system(const char* command) noexcept;
+FILE* popen(const char* command, const char* mode) noexcept;
 
 }  // namespace fastsock::ops

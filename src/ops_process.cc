@@ -53,6 +53,21 @@ void downgrade_all(const char* why) noexcept {
       const_cast<char*>(why));
 }
 
+// Before a child is started without fork (posix_spawn, system, popen): the connections it
+// inherits go back to the kernel, the others stay on their links (the child cannot reach
+// them). Dup'ed descriptors share a Socket: any inheritable one moves it.
+void downgrade_inheritable(const char* why) noexcept {
+  const int saved_errno = errno;
+  fd_table::for_each_socket(
+      [](int fd, Socket& s, void* reason) {
+        Transport* link = ops::user_link(s);
+        if (link && exec_handover::inherited_by_exec(fd))
+          link->downgrade(s, fd, static_cast<const char*>(reason));
+      },
+      const_cast<char*>(why));
+  errno = saved_errno;
+}
+
 }  // namespace
 
 namespace ops {
@@ -144,6 +159,41 @@ long execveat(int dirfd, const char* path, char* const argv[], char* const envp[
                    [&](char* const* env) {
                      return real().execveat(dirfd, path, argv, env ? env : envp, flags);
                    });
+}
+
+int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) noexcept {
+  downgrade_inheritable("posix_spawn");
+  return real().posix_spawn(pid, path, actions, attr, argv, envp);
+}
+
+int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                 const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) noexcept {
+  downgrade_inheritable("posix_spawn");
+  return real().posix_spawnp(pid, file, actions, attr, argv, envp);
+}
+
+// The action makes `fd` the child's `newfd`, inheritable whatever FD_CLOEXEC says. Moved
+// now: at the spawn the actions are glibc's opaque list.
+int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t* actions, int fd,
+                                     int newfd) noexcept {
+  if (fd_table::maybe_tracked(fd)) {
+    const int saved_errno = errno;
+    SocketRef s = fd_table::lookup(fd);
+    if (s && user_link(*s)) s->link->downgrade(*s, fd, "posix_spawn file action");
+    errno = saved_errno;
+  }
+  return real().posix_spawn_file_actions_adddup2(actions, fd, newfd);
+}
+
+int system(const char* command) noexcept {
+  if (command) downgrade_inheritable("system");  // system(NULL) only asks for a shell
+  return real().system(command);
+}
+
+FILE* popen(const char* command, const char* mode) noexcept {
+  downgrade_inheritable("popen");
+  return real().popen(command, mode);
 }
 
 }  // namespace ops

@@ -8,6 +8,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -81,6 +82,13 @@ namespace fastsock {
   X(execvpe, int, (const char*, char* const*, char* const*))                                \
   X(fexecve, int, (int, char* const*, char* const*))                                        \
   X(execveat, int, (int, const char*, char* const*, char* const*, int))                     \
+  X(posix_spawn, int, (pid_t*, const char*, const posix_spawn_file_actions_t*,              \
+                       const posix_spawnattr_t*, char* const*, char* const*))               \
+  X(posix_spawnp, int, (pid_t*, const char*, const posix_spawn_file_actions_t*,             \
+                        const posix_spawnattr_t*, char* const*, char* const*))              \
+  X(posix_spawn_file_actions_adddup2, int, (posix_spawn_file_actions_t*, int, int))         \
+  X(system, int, (const char*))                                                             \
+  X(popen, FILE*, (const char*, const char*))                                               \
   X(__read_chk, ssize_t, (int, void*, size_t, size_t))                                      \
   X(__recv_chk, ssize_t, (int, void*, size_t, size_t, int))                                 \
   X(__recvfrom_chk, ssize_t, (int, void*, size_t, size_t, int, sockaddr*, socklen_t*))      \
