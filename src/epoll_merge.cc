@@ -40,6 +40,9 @@ struct Registration {
   bool disabled = false;           // EPOLLONESHOT reported; until EPOLL_CTL_MOD
   bool dormant = false;            // EPOLL_CTL_DEL'd by the application: see remove()
   bool on_ready_list = false;
+  // Made before a fork, seen in the child: its kernel entries are in a set the parent
+  // shares, where they are the parent's too (forget_socket leaves them).
+  bool inherited = false;
   uint64_t reported_in = 0;        // the wait call that last reported it
   int wake[Transport::kMaxWaitFds] = {};
   uint32_t wake_events[Transport::kMaxWaitFds] = {};  // as registered in the kernel set
@@ -99,8 +102,13 @@ void fork_release() noexcept {
   for (EpollSet* set = g_sets; set; set = set->next) set->lock.unlock();
   g_lock.unlock();
 }
+void fork_child() noexcept {
+  for (EpollSet* set = g_sets; set; set = set->next)
+    for (Registration* r = set->all; r; r = r->next_in_set) r->inherited = true;
+  fork_release();
+}
 const bool g_registered =
-    (register_fork_handlers(ForkHandlers{fork_prepare, fork_release, fork_release}), true);
+    (register_fork_handlers(ForkHandlers{fork_prepare, fork_release, fork_child}), true);
 
 constexpr uint32_t kStateEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP;
 
@@ -293,8 +301,8 @@ void unlink_from_socket(Registration& r) {
     if (*p == &r) { *p = r.next_of_socket; break; }
 }
 
-void unregister(Registration& r) {
-  for (int i = 0; i < r.wake_count; ++i)
+void unregister(Registration& r, bool kernel_too = true) {
+  for (int i = 0; kernel_too && i < r.wake_count; ++i)
     (void)real().epoll_ctl(r.set->epfd, EPOLL_CTL_DEL, r.wake[i], nullptr);
   drop_from_ready(r);
   unlink_from_socket(r);
@@ -783,12 +791,16 @@ void rewatch(Socket& s) noexcept {
   }
 }
 
+// A closing descriptor changes no epoll set the kernel shares with another process: the
+// kernel drops an entry only when the last descriptor of its file closes, in any process.
+// So an inherited registration (a forked child closing the connections it got) leaves its
+// kernel entries to the parent, whose set would otherwise stop reporting them.
 void forget_socket(Socket& s) noexcept {
   if (!s.epoll_regs) return;
   std::lock_guard lock(g_lock);
   while (Registration* r = socket_regs(s)) {
     std::lock_guard set_lock(r->set->lock);
-    unregister(*r);
+    unregister(*r, !r->inherited);
   }
 }
 

@@ -7,7 +7,13 @@
 //    listener and accepted connection must keep their own description and counts (the
 //    parent's new connection reuses the parent's stats slot of the listener; a child that
 //    read it after the fork logged its listener "closed sent=41").
-// 3. exec: for each of execve, execv, execvp, execvpe, execl, execlp, execle, fexecve,
+// 3. epoll after a child's close: the parent watches its connection in an epoll set; a
+//    forked child closes its inherited copies of the connection and exits. The parent's
+//    set must go on reporting the connection, as the kernel's does (an entry leaves a set
+//    only when the last descriptor of its file closes, in any process). Under the library
+//    the child's close took the connection's entries out of the set both processes share,
+//    and the parent's epoll_wait never woke again.
+// 4. exec: for each of execve, execv, execvp, execvpe, execl, execlp, execle, fexecve,
 //    execveat, vfork+execve and posix_spawn, a child runs exec_child, which keeps using the inherited
 //    descriptor (request in, reply out) while the parent talks to it from the other end.
 //    posix_spawn's exec happens inside glibc and is not interposed, but the program it
@@ -26,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -95,6 +102,40 @@ static void shared_after_fork(void) {
   SYS(close(s));
   ok("parent and child both used the inherited connection; the child's close left the "
      "parent's copy working");
+}
+
+static void epoll_after_child_close(void) {
+  int c, s;
+  tcp_pair(AF_INET, &c, &s);
+  byte_both_ways(c, s, 0);
+  int ep = (int)SYS(epoll_create1(EPOLL_CLOEXEC));
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 42};
+  SYS(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev));
+  fflush(stdout);
+  int pid = (int)SYS(fork());
+  if (pid == 0) {
+    SYS(close(s));
+    SYS(close(c));
+    _exit(0);
+  }
+  wait_child_ok(pid, "child closing its copies");
+  char buf[64];
+  for (int round = 0; round < 3; round++) {
+    fill_pattern(buf, 64, 60 + (unsigned)round, 0);
+    write_all(c, buf, 64);
+    struct epoll_event got = {0};
+    const int n = (int)SYS(epoll_wait(ep, &got, 1, 5000));
+    CHECK(n == 1 && got.data.u64 == 42 && (got.events & EPOLLIN),
+          "round %d: the parent's epoll set reported %d events (data %llu) within 5 s after "
+          "the child closed its copy of the connection", round, n,
+          (unsigned long long)got.data.u64);
+    read_exact(s, buf, 64);
+    check_pattern(buf, 64, 60 + (unsigned)round, 0, "after the child's close");
+  }
+  SYS(close(ep));
+  SYS(close(c));
+  SYS(close(s));
+  ok("the parent's epoll set still reports the connection a forked child closed");
 }
 
 static const char* const kHows[] = {"execve",   "execv",  "execvp",  "execvpe",
@@ -340,6 +381,7 @@ int main(int argc, char** argv) {
   SYS(setenv("PATH", path_env, 1));
 
   shared_after_fork();
+  epoll_after_child_close();
   listener_after_fork();
   exec_family();
   exec_without_fork();
