@@ -28,7 +28,7 @@ FASTSOCK_HOOK int setresuid(uid_t ruid, uid_t euid, uid_t suid) noexcept {
 
 // vfork as fork: POSIX allows it, and a real vfork child would share (and could corrupt)
 // the parent's library state. A wrapper cannot return into a vfork child safely anyway.
-FASTSOCK_HOOK pid_t vfork() noexcept { FASTSOCK_RETURN(pid_t, ops::fork()); }
+FASTSOCK_HOOK pid_t vfork() noexcept { FASTSOCK_RETURN(pid_t, ops::vfork()); }
 
 // posix_spawn's convention: an error number returned, errno left alone.
 FASTSOCK_HOOK int posix_spawn(pid_t* pid, const char* path,

@@ -101,6 +101,7 @@ long epoll_pwait2(int epfd, epoll_event* events, int max, const timespec* timeou
 
 // ops_process.cc: fork and exec, and the calls that change the effective uid
 long fork();
+long vfork();
 long setuid(uid_t uid);
 long seteuid(uid_t euid);
 long setreuid(uid_t ruid, uid_t euid);

@@ -3,7 +3,8 @@
 // fork: registered handlers take the core's locks before the fork and release them on
 // both sides, so a child forked while another thread held one does not deadlock; the
 // child then gets its own stats area. vfork is implemented as fork (see preload/): a vfork
-// child shares the parent's memory, and any bookkeeping it did would corrupt the parent's.
+// child shares the parent's memory, and any bookkeeping it did would corrupt the parent's;
+// it moves only the connections the exec'd program inherits (vfork_gate.hpp).
 //
 // exec: the stats file of this pid is unlinked before the image is replaced and restored
 // if exec fails. A connection a user-space link carries continues in the new image when
@@ -24,6 +25,7 @@
 #include "transport.hpp"
 #include "user_io.hpp"
 #include "stats.hpp"
+#include "vfork_gate.hpp"
 
 namespace fastsock {
 
@@ -72,14 +74,38 @@ void downgrade_inheritable(const char* why) noexcept {
 
 namespace ops {
 
-long fork() {
-  downgrade_all("fork");
+namespace {
+pid_t fork_with_handlers() {
   const int n = std::min(g_handler_count.load(), kMaxForkHandlers);
   for (int i = 0; i < n; ++i) g_handlers[i].prepare();
   const pid_t pid = real().fork();
   const int err = errno;
   // Release in the reverse order of acquisition.
   for (int i = n - 1; i >= 0; --i) (pid == 0 ? g_handlers[i].child : g_handlers[i].parent)();
+  errno = err;
+  return pid;
+}
+}  // namespace
+
+long fork() {
+  downgrade_all("fork");
+  const pid_t pid = fork_with_handlers();
+  return pid < 0 ? -errno : pid;
+}
+
+// vfork as fork, but only the connections the exec'd program can inherit move to TCP
+// (src/vfork_gate.hpp).
+long vfork() {
+  vfork_gate::Gate gate;
+  if (!vfork_gate::open(gate)) return fork();
+  downgrade_inheritable("vfork");
+  const pid_t pid = fork_with_handlers();
+  const int err = errno;
+  if (pid == 0) {
+    vfork_gate::enter_child(gate);
+    return 0;
+  }
+  vfork_gate::wait_for_child(gate, pid);
   return pid < 0 ? -err : pid;
 }
 
@@ -106,6 +132,7 @@ namespace {
 // (exec_handover.hpp); the call gets the environment to pass, or null to keep its own.
 template <typename Call>
 long exec_with(bool follows, char* const envp[], Call&& call) {
+  vfork_gate::before_exec();
   exec_handover::Exec handover(follows, envp);
   stats::before_exec();
   const long rc = neg_errno(call(handover.env_changed() ? handover.envp() : nullptr));

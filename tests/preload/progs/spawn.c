@@ -1,4 +1,5 @@
-// Child processes started without fork(): posix_spawn, posix_spawnp, system() and popen().
+// Child processes started without fork(): posix_spawn, posix_spawnp, system(), popen(),
+// and vfork().
 //
 // glibc starts the child of posix_spawn (and of system() and popen(), which use it) with
 // clone(CLONE_VM | CLONE_VFORK) and an exec inside glibc: no fork or exec hook runs. A
@@ -14,8 +15,9 @@
 //    posix_spawn_file_actions_adddup2 onto another number.
 // 3. system(): a shell runs exec_child with the inherited descriptor.
 // 4. not inherited: FD_CLOEXEC connections stay on their link across posix_spawnp,
-//    system() and popen() (the child cannot reach them), and keep working. (vfork is
-//    fork under the library, which moves every connection: fork_exec.)
+//    system() and popen() (the child cannot reach them), and keep working.
+// 5. vfork + exec: a FD_CLOEXEC connection stays on its link; an inherited one reaches the
+//    exec'd program; so does one the child makes inheritable before its exec.
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -154,6 +156,48 @@ static void not_inherited(void) {
   ok("FD_CLOEXEC connections stayed on %s across posix_spawnp, system() and popen()", link);
 }
 
+// vfork: the child may only exec or _exit, so only what the exec'd program inherits
+// leaves the link. `how`: "kept" (FD_CLOEXEC, the child execs `true`), "inherited" (no
+// FD_CLOEXEC: moved before the child starts), "made inheritable" (FD_CLOEXEC cleared in the
+// child, as Python's pass_fds does: the child has the waiting parent move it at exec).
+static void vfork_child_exec(const char* how) {
+  int c, s;
+  linked_pair(&c, &s);
+  const char* link = both_ends_link();
+  const int inherited = strcmp(how, "inherited") == 0, kept = strcmp(how, "kept") == 0;
+  if (!inherited) set_cloexec(c);
+  set_cloexec(s);
+  char args[4][16];
+  char* argv[7];
+  child_argv(argv, args, c, 60, "vfork");
+  fflush(stdout);
+  const int pid = vfork();
+  if (pid == 0) {
+    if (kept) execlp("true", "true", (char*)NULL);
+    if (!kept && !inherited && fcntl(c, F_SETFD, 0) != 0) _exit(126);
+    if (!kept) execv(g_child_path, argv);
+    _exit(127);
+  }
+  CHECK(pid > 0, "vfork");
+  if (kept) {
+    wait_child_ok(pid, "vfork + exec of true");
+    expect_transport(c, link);
+    expect_transport(s, link);
+  } else {
+    talk_to_child(s, pid, how, 60);
+    expect_transport(c, "tcp");
+    if (strcmp(link, "tcp") != 0)
+      expect_log("fd=%d falls back to tcp (%s: %svfork%s)", c, link,
+                 strcmp(link, "shm") == 0 ? "moved to TCP: " : "",
+                 inherited ? "" : " (the exec'd program inherits it)");
+  }
+  for (int i = 10; i < 14; i++) byte_both_ways(c, s, i);
+  SYS(close(c));
+  SYS(close(s));
+  ok("vfork, connection %s: %s", how,
+     kept ? "stayed on its link" : "the exec'd program used it, the parent's copy works");
+}
+
 int main(int argc, char** argv) {
   (void)argc;
   prog_init("spawn");
@@ -174,5 +218,8 @@ int main(int argc, char** argv) {
   spawn_inherited();
   spawn_dup2_action();
   system_inherited();
+  vfork_child_exec("kept");
+  vfork_child_exec("inherited");
+  vfork_child_exec("made inheritable");
   return 0;
 }
