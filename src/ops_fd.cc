@@ -85,12 +85,7 @@ long fclose(FILE* stream) {
 }
 
 FILE* fdopen(int fd, const char* mode) noexcept {
-  if (fd_table::maybe_tracked(fd)) {
-    const int saved_errno = errno;
-    SocketRef s = fd_table::lookup(fd);
-    if (s && user_link(*s)) s->link->downgrade(*s, fd, "fdopen (stdio uses the kernel socket)");
-    errno = saved_errno;
-  }
+  downgrade_fd(fd, "fdopen (stdio uses the kernel socket)");
   return real().fdopen(fd, mode);
 }
 

@@ -76,9 +76,7 @@ void before_passing_descriptors(const msghdr* msg) {
     for (size_t i = 0; i < count; ++i) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (!fd_table::maybe_tracked(fd)) continue;
-      SocketRef s = fd_table::lookup(fd);
-      if (s && user_link(*s)) s->link->downgrade(*s, fd, "descriptor passed to another process");
+      downgrade_fd(fd, "descriptor passed to another process");
     }
   }
 }

@@ -55,9 +55,9 @@ void downgrade_all(const char* why) noexcept {
       const_cast<char*>(why));
 }
 
-// Before a child is started without fork (posix_spawn, system, popen): the connections it
-// inherits go back to the kernel, the others stay on their links (the child cannot reach
-// them). Dup'ed descriptors share a Socket: any inheritable one moves it.
+// Before a child that may only exec is started (posix_spawn, system, popen, vfork): the
+// connections it inherits go back to the kernel, the others stay on their links (the
+// child cannot reach them). Dup'ed descriptors share a Socket: any inheritable one moves it.
 void downgrade_inheritable(const char* why) noexcept {
   const int saved_errno = errno;
   fd_table::for_each_socket(
@@ -204,12 +204,7 @@ int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t*
 // now: at the spawn the actions are glibc's opaque list.
 int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t* actions, int fd,
                                      int newfd) noexcept {
-  if (fd_table::maybe_tracked(fd)) {
-    const int saved_errno = errno;
-    SocketRef s = fd_table::lookup(fd);
-    if (s && user_link(*s)) s->link->downgrade(*s, fd, "posix_spawn file action");
-    errno = saved_errno;
-  }
+  downgrade_fd(fd, "posix_spawn file action");
   return real().posix_spawn_file_actions_adddup2(actions, fd, newfd);
 }
 

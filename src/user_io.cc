@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "cancel_point.hpp"
+#include "fd_table.hpp"
 #include "real.hpp"
 #include "result.hpp"
 #include "transport.hpp"
@@ -218,5 +219,13 @@ long user_splice_to(Socket& s, int fd, int pipe_in, loff_t* off_in, size_t len,
 }
 
 long user_bytes_readable(Socket& s, int fd) { return s.link->bytes_readable(s, fd); }
+
+void downgrade_fd(int fd, const char* why) noexcept {
+  if (!fd_table::maybe_tracked(fd)) return;
+  const int saved_errno = errno;
+  SocketRef s = fd_table::lookup(fd);
+  if (s && user_link(*s)) s->link->downgrade(*s, fd, why);
+  errno = saved_errno;
+}
 
 }  // namespace fastsock::ops

@@ -31,4 +31,9 @@ long user_splice_to(Socket& s, int fd, int pipe_in, loff_t* off_in, size_t len,
 // ioctl FIONREAD/SIOCINQ.
 long user_bytes_readable(Socket& s, int fd);
 
+// Hands the connection behind `fd` back to the kernel if a link carries it, because the
+// descriptor is about to be used where the link cannot follow (stdio, another process).
+// errno is left as it was.
+void downgrade_fd(int fd, const char* why) noexcept;
+
 }  // namespace fastsock::ops
