@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <libgen.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -571,4 +572,18 @@ const char* stats_file_of(int pid, char* buf, size_t len) {
 void remove_killed_child_stats(int pid) {
   char path[64];
   if (*stats_file_of(pid, path, sizeof path)) (void)unlink(path);
+}
+
+void sibling_program(const char* name, char* out, size_t len) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  CHECK(n > 0, "readlink /proc/self/exe");
+  self[n] = '\0';
+  char* dir = dirname(self);
+  snprintf(out, len, "%s/%s", dir, name);
+  CHECK(access(out, X_OK) == 0, "no executable %s", out);
+  const char* old_path = getenv("PATH");
+  char path_env[8192];
+  snprintf(path_env, sizeof path_env, "%s:%s", dir, old_path ? old_path : "/usr/bin:/bin");
+  SYS(setenv("PATH", path_env, 1));
 }

@@ -126,6 +126,10 @@ void check_pool_bound(const char* who);
 // Raises RLIMIT_NOFILE's soft limit to at least `want` (up to the hard limit); returns the
 // new soft limit.
 long raise_nofile(long want);
+// The path of program `name` built next to this one, in `out`; its directory is put at
+// the front of PATH, so that the PATH-searching exec and spawn calls find it too.
+void sibling_program(const char* name, char* out, size_t len);
+
 // Fails the program ("FAIL ... hang: WHAT") if it is still running `secs` seconds from now:
 // a hang becomes a failure with a message instead of a test timeout. 0 disarms.
 void hang_guard(unsigned secs, const char* what);

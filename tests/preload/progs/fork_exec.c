@@ -25,7 +25,6 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <spawn.h>
@@ -364,21 +363,10 @@ static void exec_without_fork(void) {
   }
 }
 
-int main(int argc, char** argv) {
-  (void)argc;
+int main(void) {
   prog_init("fork_exec");
   // exec_child sits next to this program; the PATH-searching variants find it there.
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  CHECK(n > 0, "readlink /proc/self/exe (argv[0] %s)", argv[0]);
-  self[n] = '\0';
-  char* dir = dirname(self);
-  snprintf(g_child_path, sizeof g_child_path, "%s/exec_child", dir);
-  CHECK(access(g_child_path, X_OK) == 0, "no executable %s", g_child_path);
-  const char* old_path = getenv("PATH");
-  char path_env[8192];
-  snprintf(path_env, sizeof path_env, "%s:%s", dir, old_path ? old_path : "/usr/bin:/bin");
-  SYS(setenv("PATH", path_env, 1));
+  sibling_program("exec_child", g_child_path, sizeof g_child_path);
 
   shared_after_fork();
   epoll_after_child_close();

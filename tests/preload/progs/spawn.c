@@ -22,7 +22,6 @@
 #define _GNU_SOURCE
 #endif
 #include <fcntl.h>
-#include <libgen.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,20 +197,9 @@ static void vfork_child_exec(const char* how) {
      kept ? "stayed on its link" : "the exec'd program used it, the parent's copy works");
 }
 
-int main(int argc, char** argv) {
-  (void)argc;
+int main(void) {
   prog_init("spawn");
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  CHECK(n > 0, "readlink /proc/self/exe (argv[0] %s)", argv[0]);
-  self[n] = '\0';
-  char* dir = dirname(self);
-  snprintf(g_child_path, sizeof g_child_path, "%s/exec_child", dir);
-  CHECK(access(g_child_path, X_OK) == 0, "no executable %s", g_child_path);
-  const char* old_path = getenv("PATH");
-  char path_env[8192];
-  snprintf(path_env, sizeof path_env, "%s:%s", dir, old_path ? old_path : "/usr/bin:/bin");
-  SYS(setenv("PATH", path_env, 1));
+  sibling_program("exec_child", g_child_path, sizeof g_child_path);
   hang_guard(60, "spawn");
 
   not_inherited();
