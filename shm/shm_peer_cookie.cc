@@ -4,6 +4,7 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -38,6 +39,50 @@ int DiagSocket::peer_cookie(const stats::Endpoint& peer, const stats::Endpoint& 
     *why = "peer and local endpoints of different families";
     return -EINVAL;
   }
+  // The connector's socket: its source is our peer, its destination us. The family of the
+  // looked-up 4-tuple: the kernel finds an IPv6 socket connected to an IPv4(-mapped)
+  // address in the same table as IPv4 ones (endpoints here are canonical).
+  inet_diag_sockid id{};
+  id.idiag_sport = htons(peer.port);
+  id.idiag_dport = htons(local.port);
+  put_address(peer, id.idiag_src);
+  put_address(local, id.idiag_dst);
+  id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+  id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  inet_diag_msg found;
+  if (const int rc = ask(peer.family, id, &found, why); rc < 0) return rc;
+  // The kernel's lookup falls back to a listening socket: only the exact 4-tuple counts.
+  if (found.id.idiag_sport != htons(peer.port) || found.id.idiag_dport != htons(local.port)) {
+    *why = "NETLINK_SOCK_DIAG found no such socket";
+    return -ENOENT;
+  }
+  *cookie = uint64_t(found.id.idiag_cookie[0]) | uint64_t(found.id.idiag_cookie[1]) << 32;
+  return 0;
+}
+
+int DiagSocket::still_listening(const stats::Endpoint& local, uint64_t cookie,
+                                const char** why) noexcept {
+  if (local.family != AF_INET && local.family != AF_INET6) {
+    *why = "not an internet endpoint";
+    return -EINVAL;
+  }
+  // Looked up as a connection arriving at `local` from nowhere: the kernel finds the
+  // listener such a connection would reach and answers ESTALE when its cookie is not
+  // `cookie` (another socket listens there now, or one of a SO_REUSEPORT group).
+  inet_diag_sockid id{};
+  id.idiag_sport = htons(local.port);
+  put_address(local, id.idiag_src);
+  id.idiag_cookie[0] = uint32_t(cookie);
+  id.idiag_cookie[1] = uint32_t(cookie >> 32);
+  inet_diag_msg found;
+  const int rc = ask(local.family, id, &found, why);
+  if (rc == -ENOENT || rc == -ESTALE) return 0;
+  if (rc < 0) return rc;
+  return found.idiag_state == TCP_LISTEN ? 1 : 0;
+}
+
+int DiagSocket::ask(int family, const inet_diag_sockid& id, inet_diag_msg* found,
+                    const char** why) noexcept {
   if (const int rc = open(); rc < 0) {
     *why = "cannot open a NETLINK_SOCK_DIAG socket";
     return rc;
@@ -45,28 +90,20 @@ int DiagSocket::peer_cookie(const stats::Endpoint& peer, const stats::Endpoint& 
   struct {
     nlmsghdr header;
     inet_diag_req_v2 request;
-  } ask;
-  memset(&ask, 0, sizeof ask);
-  ask.header.nlmsg_len = sizeof ask;
-  ask.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-  ask.header.nlmsg_flags = NLM_F_REQUEST;  // one socket, looked up by its 4-tuple
-  ask.header.nlmsg_seq = ++seq_;
-  // The family of the looked-up 4-tuple: the kernel finds an IPv6 socket connected to an
-  // IPv4(-mapped) address in the same table as IPv4 ones (endpoints here are canonical).
-  ask.request.sdiag_family = uint8_t(peer.family);
-  ask.request.sdiag_protocol = IPPROTO_TCP;
-  ask.request.idiag_states = ~0u;
-  // The connector's socket: its source is our peer, its destination us.
-  ask.request.id.idiag_sport = htons(peer.port);
-  ask.request.id.idiag_dport = htons(local.port);
-  put_address(peer, ask.request.id.idiag_src);
-  put_address(local, ask.request.id.idiag_dst);
-  ask.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
-  ask.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  } request;
+  memset(&request, 0, sizeof request);
+  request.header.nlmsg_len = sizeof request;
+  request.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  request.header.nlmsg_flags = NLM_F_REQUEST;  // one socket, looked up by its endpoints
+  request.header.nlmsg_seq = ++seq_;
+  request.request.sdiag_family = uint8_t(family);
+  request.request.sdiag_protocol = IPPROTO_TCP;
+  request.request.idiag_states = ~0u;
+  request.request.id = id;
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  if (real().sendto(fd_, &ask, sizeof ask, MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&kernel),
-                    sizeof kernel) != ssize_t(sizeof ask)) {
+  if (real().sendto(fd_, &request, sizeof request, MSG_NOSIGNAL,
+                    reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) != ssize_t(sizeof request)) {
     *why = "cannot ask NETLINK_SOCK_DIAG";
     return -errno;
   }
@@ -92,8 +129,9 @@ int DiagSocket::peer_cookie(const stats::Endpoint& peer, const stats::Endpoint& 
         *why = "malformed NETLINK_SOCK_DIAG error";
         return -EPROTO;
       }
-      // ENOENT is also what a kernel without TCP sock_diag says; the caller tells them
-      // apart by looking up a socket it knows exists (Listener::identify()).
+      // ENOENT is also what a kernel without TCP sock_diag says (the inet_diag and
+      // tcp_diag modules not loaded, nor loadable): callers tell them apart by looking up
+      // a socket they know exists.
       *why = "NETLINK_SOCK_DIAG found no such socket";
       return e->error;
     }
@@ -102,13 +140,7 @@ int DiagSocket::peer_cookie(const stats::Endpoint& peer, const stats::Endpoint& 
       *why = "unexpected NETLINK_SOCK_DIAG answer";
       return -EPROTO;
     }
-    const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
-    // The kernel's lookup falls back to a listening socket: only the exact 4-tuple counts.
-    if (m->id.idiag_sport != htons(peer.port) || m->id.idiag_dport != htons(local.port)) {
-      *why = "NETLINK_SOCK_DIAG found no such socket";
-      return -ENOENT;
-    }
-    *cookie = uint64_t(m->id.idiag_cookie[0]) | uint64_t(m->id.idiag_cookie[1]) << 32;
+    memcpy(found, NLMSG_DATA(h), sizeof *found);
     return 0;
   }
 }

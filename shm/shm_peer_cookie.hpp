@@ -6,6 +6,8 @@
 // (docs/shm-rendezvous.md, "Which hello is this connection's").
 #pragma once
 
+#include <linux/inet_diag.h>
+
 #include <cstdint>
 
 #include "stats_layout.hpp"
@@ -32,6 +34,13 @@ class DiagSocket {
   int peer_cookie(const stats::Endpoint& peer, const stats::Endpoint& local, uint64_t* cookie,
                   const char** why) noexcept;
 
+  // Whether the listening socket whose cookie is `cookie`, bound to `local`, still listens
+  // in some process of this network namespace (a forked child holds it after its parent
+  // closed its descriptor): 1 yes; 0 no (closed everywhere, or another socket listens there
+  // now); -errno with `why` when the kernel cannot answer. A kernel without TCP sock_diag
+  // answers 0 too: ask first about a socket known to listen.
+  int still_listening(const stats::Endpoint& local, uint64_t cookie, const char** why) noexcept;
+
   // Opens the netlink socket now (peer_cookie() does when needed). 0 or -errno.
   int open() noexcept;
   // (A forked child closes its copy before its first lookup: the parent's replies must
@@ -39,6 +48,10 @@ class DiagSocket {
   void close() noexcept;
 
  private:
+  // One SOCK_DIAG_BY_FAMILY request for the TCP socket `id` names; its answer in *found.
+  // -errno with `why`: -ENOENT no such socket, -ESTALE one with another cookie.
+  int ask(int family, const inet_diag_sockid& id, inet_diag_msg* found, const char** why) noexcept;
+
   int fd_ = -1;
   uint32_t seq_ = 0;
 };

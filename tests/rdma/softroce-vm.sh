@@ -112,8 +112,11 @@ if [[ ! -s $initrd ]]; then
   # Modules with their dependencies, in load order (modprobe --show-depends lists them so).
   # crc32_generic is no symbol dependency of rdma_rxe, which asks the crypto API for "crc32"
   # at run time: without it `rdma link add` fails with "No such file or directory".
+  # tcp_diag: the kernel loads it on demand through /sbin/modprobe, which the guest's own
+  # root (this initramfs) lacks; without it sock_diag finds no TCP socket (the library
+  # looks up listening sockets with it: docs/verbs.md, fork).
   n=0
-  for m in virtio_pci 9p 9pnet_virtio overlay veth crc32_generic rdma_rxe rdma_ucm ib_uverbs; do
+  for m in virtio_pci 9p 9pnet_virtio overlay veth crc32_generic rdma_rxe rdma_ucm ib_uverbs tcp_diag; do
     modprobe -S "$kver" --show-depends "$m" >>"$stage/deps" ||
       cannot_start "kernel $kver has no module $m"
   done

@@ -56,7 +56,7 @@ inline Endpoint peer_of(int fd) {
   return fastsock::endpoint_from(reinterpret_cast<sockaddr*>(&ss), len);
 }
 
-// A listening TCP socket on `addr` (an ephemeral port), -1 on failure.
+// A listening TCP socket on `addr` (`port`, by default an ephemeral one), -1 on failure.
 struct TcpServer {
   int fd = -1;
   Endpoint local{};
@@ -64,8 +64,8 @@ struct TcpServer {
     if (fd >= 0) close(fd);
   }
 };
-inline bool tcp_listen(TcpServer& s, const char* addr, bool v6only = false) {
-  const Endpoint want = ep(addr, 0);
+inline bool tcp_listen(TcpServer& s, const char* addr, bool v6only = false, uint16_t port = 0) {
+  const Endpoint want = ep(addr, port);
   sockaddr_storage ss;
   const socklen_t len = fastsock::sockaddr_from(want, ss);
   s.fd = socket(want.family, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -164,6 +164,47 @@ static bool tcp_sock_diag_works() {
   return works;
 }
 
+// The verbs link keeps a pre-forking server's RDMA listener while a child still listens on
+// the socket its parent closed (verbs_cm.cc, Listener::held): the lookup it relies on.
+TEST_CASE("sock_diag tells whether a closed listening socket still listens in a child") {
+  if (!tcp_sock_diag_works()) {
+    rvskip::skip("this kernel does not answer NETLINK_SOCK_DIAG for TCP");
+    return;
+  }
+  for (const char* addr : {"127.0.0.1", "0.0.0.0", "::"}) {
+    if (addr[0] == ':' && !ipv6_loopback_up()) continue;
+    INFO(addr);
+    TcpServer srv;
+    REQUIRE(tcp_listen(srv, addr));
+    const uint64_t cookie = socket_cookie(srv.fd);
+    REQUIRE(cookie != 0);
+    DiagSocket diag;
+    const char* why = nullptr;
+    CHECK(diag.still_listening(srv.local, cookie, &why) == 1);
+    CHECK(diag.still_listening(srv.local, cookie + 1, &why) == 0);  // another socket's
+    int release[2];
+    REQUIRE(pipe(release) == 0);
+    const pid_t child = spawn([&] {  // holds the listening socket until told
+      close(release[1]);
+      char b;
+      return read(release[0], &b, 1) == 0 ? 0 : 1;
+    });
+    REQUIRE(child > 0);
+    close(release[0]);
+    close(srv.fd);
+    srv.fd = -1;
+    CHECK(diag.still_listening(srv.local, cookie, &why) == 1);
+    close(release[1]);
+    CHECK(wait_exit(child) == 0);
+    CHECK(diag.still_listening(srv.local, cookie, &why) == 0);
+    // A new socket on the same port is not the old one.
+    TcpServer again;
+    REQUIRE(tcp_listen(again, addr, false, srv.local.port));
+    CHECK(diag.still_listening(srv.local, cookie, &why) == 0);
+    CHECK(diag.still_listening(srv.local, socket_cookie(again.fd), &why) == 1);
+  }
+}
+
 // The kernel's part is real: the rdma suite's rdma_no_sock_diag runs this case in the VM
 // after keeping the kernel from loading inet_diag (tests/rdma/no_sock_diag.sh).
 TEST_CASE("without TCP sock_diag, a connector accepted before its where waits for it",

@@ -114,6 +114,12 @@ const char* g_start_failure = nullptr;
 // listens on for them (a program may accept one connection and close its listener at
 // once), up to this long: a connector gives up connecting after 5 s (verbs_conn.cc).
 constexpr int64_t kLingerNs = 6'000'000'000;
+// A listener held for a pre-forking server's children (Listener::held) is checked this
+// often: its RDMA port stays taken up to this long after the last child closed its socket.
+constexpr int64_t kHeldCheckNs = 1'000'000'000;
+
+// open_listener's reason when the RDMA port is taken (compared by address).
+constexpr const char* kPortTaken = "the RDMA port is taken (another listener on this port)";
 
 }  // namespace
 
@@ -200,6 +206,9 @@ void Cm::fork_prepare() noexcept {
 // Without them a forked child's connections on a listener stay on TCP (with the reason);
 // this process's own are not affected. Made here, once, so that only a process that forks
 // pays the table (16 KiB) and the descriptor.
+// The listening socket is looked up by its cookie here, while it is certainly open, so that
+// its absence later means it closed in every process (Listener::held), not that this kernel
+// has no sock_diag for TCP.
 void Cm::prepare_redirects_locked() noexcept {
   const pid_t self = getpid();
   for (Listener* l : listeners_) {
@@ -209,6 +218,12 @@ void Cm::prepare_redirects_locked() noexcept {
       l->owner_bell = real().fcntl(bell_, F_DUPFD_CLOEXEC, 0);
       if (l->owner_bell >= 0) internal_fds::add(l->owner_bell);
     }
+    const char* why = "the listening socket's cookie is unknown";
+    l->diag_finds = l->tcp_cookie && diag_.still_listening(l->local, l->tcp_cookie, &why) == 1;
+    if (!l->diag_finds)
+      LOG_DEBUG("verbs: cannot look up the listening socket on port %u (%s): its RDMA "
+                "listener will close with this process's descriptor, even if a child still "
+                "listens", unsigned(l->local.port), why);
   }
 }
 
@@ -226,6 +241,7 @@ void Cm::fork_child() noexcept {
   if (Cm* cm = g_cm.load(std::memory_order_acquire)) {
     for (Context& c : cm->contexts_)
       for (CmClient* user : c.users) user->forget_after_fork();
+    cm->diag_.close();  // the parent's: its replies must not reach the child
     cm->lock_.unlock();
     internal_fds::close(cm->channel_->fd);
     internal_fds::close(cm->bell_);
@@ -572,14 +588,18 @@ bool Cm::awaited(const Listener& l) const noexcept {
   return false;
 }
 
-void Cm::reap_listeners() noexcept {
+size_t Cm::reap_listeners() noexcept {
   std::vector<Listener*> done;
   {
     std::lock_guard lock(lock_);
-    if (closing_.empty()) return;
+    if (closing_.empty()) return 0;
     const int64_t now = now_ns();
     for (size_t i = 0; i < closing_.size();) {
       Listener* l = closing_[i];
+      if (l->held && (now < l->next_check_ns || still_held(*l))) {
+        ++i;
+        continue;
+      }
       if (awaited(*l) && now < l->linger_until_ns) {
         ++i;
         continue;
@@ -597,10 +617,55 @@ void Cm::reap_listeners() noexcept {
     if (l->id) lib_->rdma_destroy_id(l->id);
     free_listener(l);
   }
+  return done.size();
 }
 
-void* Cm::listen(const stats::Endpoint& local, const char** why) noexcept {
-  return open_listener(local, true, why);
+bool Cm::still_held(Listener& l) noexcept {
+  const char* why = "";
+  const int rc = diag_.still_listening(l.local, l.tcp_cookie, &why);
+  if (rc == 1) {
+    l.next_check_ns = now_ns() + kHeldCheckNs;
+    return true;
+  }
+  l.held = false;
+  if (rc < 0)
+    LOG_DEBUG("verbs: cannot tell whether a child still listens on port %u (%s): its RDMA "
+              "listener closes", unsigned(l.local.port), why);
+  else
+    LOG_DEBUG("verbs: the listening socket on port %u is closed in every process: its RDMA "
+              "listener closes", unsigned(l.local.port));
+  return false;
+}
+
+bool Cm::release_held(uint16_t port) noexcept {
+  bool any = false;
+  {
+    std::lock_guard lock(lock_);
+    for (Listener* l : closing_) {
+      if (!l->held || l->local.port != port) continue;
+      l->next_check_ns = 0;  // reap_listeners asks now
+      any = true;
+    }
+  }
+  return any && reap_listeners() > 0;
+}
+
+void* Cm::listen(const stats::Endpoint& local, uint64_t tcp_cookie, const char** why) noexcept {
+  Listener* l = open_listener(local, true, why);
+  // The port may still be taken by a listener held for the children of an earlier socket
+  // on it, closed in every process since the last check (a server that restarts its
+  // listener at once).
+  if (!l && *why == kPortTaken && release_held(canonical_endpoint(local).port)) {
+    l = open_listener(local, true, why);
+    if (l)
+      LOG_DEBUG("verbs: RDMA port %u taken over from a listener held for children that no "
+                "longer listen", unsigned(l->local.port));
+  }
+  if (l) {
+    std::lock_guard lock(lock_);
+    l->tcp_cookie = tcp_cookie;
+  }
+  return l;
 }
 
 Cm::Listener* Cm::open_listener(const stats::Endpoint& local, bool for_children,
@@ -620,8 +685,7 @@ Cm::Listener* Cm::open_listener(const stats::Endpoint& local, bool for_children,
   sockaddr_storage addr;
   if (sockaddr_from(bind_ep, addr) == 0 ||
       lib_->rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)) != 0) {
-    *why = errno == EADDRINUSE ? "the RDMA port is taken (another listener on this port)"
-                               : "the listening address is not on an RDMA device";
+    *why = errno == EADDRINUSE ? kPortTaken : "the listening address is not on an RDMA device";
     lib_->rdma_destroy_id(id);
     return nullptr;
   }
@@ -666,10 +730,19 @@ void Cm::unlisten(void* handle) noexcept {
   Cm& cm = *listener->cm;
   {
     std::lock_guard lock(cm.lock_);
-    if (cm.awaited(*listener)) {
+    // Children forked since listen() may still accept on the socket: the listener stays
+    // while one does (its connect requests are theirs, redirected). First asked a check
+    // period from now, well after this process's own descriptor is closed.
+    const bool hold = listener->redirects && listener->diag_finds;
+    if (hold || cm.awaited(*listener)) {
       try {
+        listener->held = hold;
+        listener->next_check_ns = now_ns() + kHeldCheckNs;
         listener->linger_until_ns = now_ns() + kLingerNs;
         cm.closing_.push_back(listener);
+        if (hold)
+          LOG_DEBUG("verbs: the listening socket on port %u closed here: its RDMA listener "
+                    "stays while a forked child still listens", unsigned(listener->local.port));
         const uint64_t one = 1;
         (void)!real().write(cm.bell_, &one, sizeof one);  // the service times the linger
         return;

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "shm_peer_cookie.hpp"
 #include "stats_layout.hpp"
 #include "verbs_lib.hpp"
 #include "verbs_pool.hpp"
@@ -80,10 +81,10 @@ class Cm {
 
   std::mutex& lock() noexcept { return lock_; }
 
-  // A listening socket bound to `local`: listens in the RDMA port space on the same port
-  // (a loopback or wildcard address listens on every RDMA device). Returns a handle or
-  // nullptr with `why`.
-  void* listen(const stats::Endpoint& local, const char** why) noexcept;
+  // A listening socket bound to `local`, whose kernel cookie (SO_COOKIE) is `tcp_cookie`
+  // (0: unknown): listens in the RDMA port space on the same port (a loopback or wildcard
+  // address listens on every RDMA device). Returns a handle or nullptr with `why`.
+  void* listen(const stats::Endpoint& local, uint64_t tcp_cookie, const char** why) noexcept;
   // Static: a listener inherited over fork is only forgotten, and needs no service.
   static void unlisten(void* handle) noexcept;
   // The listener was opened by this process, not inherited over fork: only then do the
@@ -194,6 +195,15 @@ class Cm {
     int owner_bell = -1;
     // In a forked child only: the listener of the child's own where it is redirected to.
     Listener* child_listener = nullptr;
+    // Held for the children (a pre-forking server whose listening process closes its
+    // descriptor while its children still accept on theirs): the TCP socket's cookie, and
+    // whether sock_diag found it by that cookie at the first fork (so that its absence
+    // later means it closed everywhere). `held`: in closing_, kept while the socket still
+    // listens in some process, asked every kHeldCheckNs (next_check_ns).
+    uint64_t tcp_cookie = 0;
+    bool diag_finds = false;
+    bool held = false;
+    int64_t next_check_ns = 0;
   };
   // A new listener on `local` (port 0: one the kernel picks); `for_children`: it gets a
   // redirect table and bell before a fork (see Listener). Registered in listeners_.
@@ -211,7 +221,15 @@ class Cm {
   void forget_listener(Listener* l) noexcept;  // under lock_
   // Under lock_: an accepted connection still waits for a request on `l`'s port.
   bool awaited(const Listener& l) const noexcept;
-  void reap_listeners() noexcept;
+  // Destroys closed listeners nobody needs any more (unlisten, held listeners); returns
+  // how many.
+  size_t reap_listeners() noexcept;
+  // Under lock_: whether a held listener's TCP socket still listens in some process.
+  bool still_held(Listener& l) noexcept;
+  // A listener of ours on `port` is held for the children: checked now, and destroyed if
+  // no child listens any more (a process that listens again on the port at once, before
+  // the periodic check). True if one was destroyed.
+  bool release_held(uint16_t port) noexcept;
 
   const Lib* lib_;
   rdma_event_channel* channel_;
@@ -225,6 +243,7 @@ class Cm {
   char removed_device_[64] = {};  // service thread: a removed device librdmacm may still hold
   int64_t removal_until_ns_ = 0;  // service thread: rescans end then at the latest
   std::vector<Waiting> waiting_;  // under lock_
+  shm::DiagSocket diag_;          // under lock_: held listeners' checks
   struct Context {
     ibv_device* device;
     ibv_context* context;  // kept while the device is there

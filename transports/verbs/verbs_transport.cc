@@ -14,6 +14,7 @@
 #include "fd_budget.hpp"
 #include "log.hpp"
 #include "real.hpp"
+#include "shm_peer_cookie.hpp"
 #include "socket.hpp"
 #include "transport_conn.hpp"
 #include "verbs_cm.hpp"
@@ -45,7 +46,7 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
   int on_listen(Socket& s) noexcept override {
     const char* why = "";
     verbs::Cm* cm = verbs::Cm::get(&why);
-    void* handle = cm ? cm->listen(s.slot->local, &why) : nullptr;
+    void* handle = cm ? cm->listen(s.slot->local, shm::socket_cookie(s.slot->fd), &why) : nullptr;
     if (!handle) {
       LOG_DEBUG("fd=%d verbs: no RDMA listener: %s", s.slot->fd, why);
       return -ENODEV;
