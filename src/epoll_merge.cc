@@ -1,5 +1,6 @@
 #include "epoll_merge.hpp"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/select.h>
@@ -43,6 +44,10 @@ struct Registration {
   // Made before a fork, seen in the child: its kernel entries are in a set the parent
   // shares, where they are the parent's too (forget_socket leaves them).
   bool inherited = false;
+  // Gone for the application, its kernel entries left (inherited ones, or its set closed
+  // while a wait holds it): kept, still a member, so that an event carrying its tag is
+  // recognised and dropped instead of handed to the application as its own data (bury).
+  bool dead = false;
   uint64_t reported_in = 0;        // the wait call that last reported it
   int wake[Transport::kMaxWaitFds] = {};
   uint32_t wake_events[Transport::kMaxWaitFds] = {};  // as registered in the kernel set
@@ -55,7 +60,13 @@ struct Registration {
 
 struct EpollSet {
   std::mutex lock;                 // see "Locks" below
-  int epfd = -1;
+  int epfd = -1;                   // the application's number: how the set is found
+  // The library's own descriptor of the set (a dup, internal): its kernel calls and waits
+  // use it, never the application's number, which another thread may close and the kernel
+  // hand out again meanwhile. Closed with the set's last reference, so a wait that holds
+  // the set keeps the kernel's set alive until it ends, as a kernel wait does.
+  int kernel_fd = -1;
+  Registration* dead = nullptr;    // buried registrations (Registration::dead), freed with the set
   int bell = -1;                   // eventfd, readable while the ready list is not empty
   bool bell_rung = false;
   Registration* all = nullptr;     // every registration of the set
@@ -92,11 +103,31 @@ struct Nesting {
 Nesting* g_nestings = nullptr;
 std::atomic<int> g_nesting_count{0};
 
+bool hand_over(Registration& r, int k);
+int handable(const Registration& r);
+
+// Before a fork (both locks held): the connections fork moved to TCP for good leave the
+// set to the kernel now (hand_to_kernel), so that parent and child, which share the
+// kernel's set from then on, get the application's data and events as without the
+// library. Left to the library, a wait in one process would take the other's
+// edge-triggered wake-up, and a child that closed its copy of the connection would be
+// given the library's tag (preload_fork_epoll).
+void hand_settled_to_kernel(EpollSet& set) {
+  for (Registration* r = set.all; r;) {
+    Registration* next = r->next_in_set;
+    if (const int k = handable(*r); k >= 0) (void)hand_over(*r, k);
+    r = next;
+  }
+}
+
 // Every lock is taken before fork, so the child finds none held by a thread it lacks. (A
 // set closed while a wait held it is no longer listed; the child never reaches it.)
 void fork_prepare() noexcept {
   g_lock.lock();
-  for (EpollSet* set = g_sets; set; set = set->next) set->lock.lock();
+  for (EpollSet* set = g_sets; set; set = set->next) {
+    set->lock.lock();
+    hand_settled_to_kernel(*set);
+  }
 }
 void fork_release() noexcept {
   for (EpollSet* set = g_sets; set; set = set->next) set->lock.unlock();
@@ -132,12 +163,15 @@ EpollSet* find_or_create_set(int epfd) {
   auto* set = new (std::nothrow) EpollSet;
   if (!set) return nullptr;
   set->epfd = epfd;
+  set->kernel_fd = internal_fds::take(real().fcntl(epfd, F_DUPFD_CLOEXEC, 0));
   set->bell = internal_fds::take(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = set;
-  if (set->bell < 0 || real().epoll_ctl(epfd, EPOLL_CTL_ADD, set->bell, &ev) != 0) {
+  if (set->kernel_fd < 0 || set->bell < 0 ||
+      real().epoll_ctl(set->kernel_fd, EPOLL_CTL_ADD, set->bell, &ev) != 0) {
     if (set->bell >= 0) internal_fds::close(set->bell);
+    if (set->kernel_fd >= 0) internal_fds::close(set->kernel_fd);
     delete set;
     return nullptr;
   }
@@ -148,7 +182,23 @@ EpollSet* find_or_create_set(int epfd) {
 }
 
 void unref_set(EpollSet* set) {
-  if (set->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete set;
+  if (set->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  while (Registration* r = set->dead) {
+    set->dead = r->next_in_set;
+    delete r;
+  }
+  if (set->kernel_fd >= 0) internal_fds::close(set->kernel_fd);
+  delete set;
+}
+
+// A registration that leaves the set while kernel entries with its tag may stay in the
+// kernel's set (see Registration::dead); off every list but the set's members.
+void bury(EpollSet& set, Registration& r) {
+  r.dead = true;
+  r.socket = nullptr;
+  r.next_in_set = set.dead;
+  r.prev_in_set = nullptr;
+  set.dead = &r;
 }
 
 // The set's descriptor was closed (g_lock and the set's lock held): it leaves the list. The
@@ -235,7 +285,7 @@ void drop_stale_wakes(Registration& r, const pollfd* w, int n) {
     int i = 0;
     while (i < n && w[i].fd != r.wake[k]) ++i;
     if (i < n) { ++k; continue; }
-    (void)real().epoll_ctl(r.set->epfd, EPOLL_CTL_DEL, r.wake[k], nullptr);
+    (void)real().epoll_ctl(r.set->kernel_fd, EPOLL_CTL_DEL, r.wake[k], nullptr);
     --r.wake_count;
     r.wake[k] = r.wake[r.wake_count];
     r.wake_events[k] = r.wake_events[r.wake_count];
@@ -272,19 +322,19 @@ int arm(Registration& r, bool add_to_kernel, bool add_new = false) {
     if (k < r.wake_count) {
       // EPOLLEXCLUSIVE registrations cannot be modified (the kernel says EINVAL).
       if (r.wake_events[k] == ev.events || (r.events & EPOLLEXCLUSIVE)) continue;
-      if (real().epoll_ctl(r.set->epfd, EPOLL_CTL_MOD, w[i].fd, &ev) == 0) r.wake_events[k] = ev.events;
+      if (real().epoll_ctl(r.set->kernel_fd, EPOLL_CTL_MOD, w[i].fd, &ev) == 0) r.wake_events[k] = ev.events;
       continue;
     }
     // Shared with another registration of this connection, unless the link's wake
     // descriptors changed (rewatch).
     if ((!add_to_kernel && !add_new) || r.wake_count == Transport::kMaxWaitFds) continue;
-    int added = real().epoll_ctl(r.set->epfd, EPOLL_CTL_ADD, w[i].fd, &ev);
+    int added = real().epoll_ctl(r.set->kernel_fd, EPOLL_CTL_ADD, w[i].fd, &ev);
     if (added != 0 && errno == EINVAL && (ev.events & EPOLLEXCLUSIVE)) {
       // The link's wake descriptor is itself an epoll set (verbs, vendor), which the kernel
       // never watches exclusively. Waking every waiter is within EPOLLEXCLUSIVE's promise
       // ("one or more").
       ev.events &= ~uint32_t(EPOLLEXCLUSIVE);
-      added = real().epoll_ctl(r.set->epfd, EPOLL_CTL_ADD, w[i].fd, &ev);
+      added = real().epoll_ctl(r.set->kernel_fd, EPOLL_CTL_ADD, w[i].fd, &ev);
     }
     if (added != 0) {
       if (errno == EEXIST) continue;  // shared with another registration of this connection
@@ -303,14 +353,18 @@ void unlink_from_socket(Registration& r) {
 
 void unregister(Registration& r, bool kernel_too = true) {
   for (int i = 0; kernel_too && i < r.wake_count; ++i)
-    (void)real().epoll_ctl(r.set->epfd, EPOLL_CTL_DEL, r.wake[i], nullptr);
+    (void)real().epoll_ctl(r.set->kernel_fd, EPOLL_CTL_DEL, r.wake[i], nullptr);
   drop_from_ready(r);
   unlink_from_socket(r);
   EpollSet* set = r.set;
-  set->members.erase(&r);
   *r.prev_in_set = r.next_in_set;
   if (r.next_in_set) r.next_in_set->prev_in_set = r.prev_in_set;
   update_bell(*set);
+  if (!kernel_too) {
+    bury(*set, r);
+    return;
+  }
+  set->members.erase(&r);
   delete &r;
   // An empty set stays (until its descriptor closes, forget_sets): a program that removes
   // its last connection and adds the next for every request (redis-benchmark) would
@@ -326,19 +380,31 @@ void unregister(Registration& r, bool kernel_too = true) {
 // (EPOLLEXCLUSIVE ones cannot be modified; a one-shot one already reported, dormant ones).
 // Frees `r` when it did.
 bool hand_to_kernel(Registration& r) {
-  if (ops::user_link(*r.socket) || r.dormant || r.disabled || (r.events & EPOLLEXCLUSIVE))
-    return false;
-  int k = 0;
-  while (k < r.wake_count && r.wake[k] != r.fd) ++k;
-  if (k == r.wake_count) return false;
+  const int k = handable(r);
+  if (k < 0) return false;
   std::unique_lock lock(g_lock, std::try_to_lock);
   if (!lock.owns_lock()) return false;
+  return hand_over(r, k);
+}
+
+// Whether `r` can be handed to the kernel as it is: the index of its socket among its wake
+// descriptors, else -1.
+int handable(const Registration& r) {
+  if (ops::user_link(*r.socket) || r.dormant || r.disabled || (r.events & EPOLLEXCLUSIVE))
+    return -1;
+  int k = 0;
+  while (k < r.wake_count && r.wake[k] != r.fd) ++k;
+  return k < r.wake_count ? k : -1;
+}
+
+// Both locks held. Frees `r` when it succeeded.
+bool hand_over(Registration& r, int k) {
   epoll_event ev{};
   ev.events = r.events;
   ev.data = r.data;
-  if (real().epoll_ctl(r.set->epfd, EPOLL_CTL_MOD, r.fd, &ev) != 0) return false;
+  if (real().epoll_ctl(r.set->kernel_fd, EPOLL_CTL_MOD, r.fd, &ev) != 0) return false;
   for (int i = 0; i < r.wake_count; ++i)
-    if (i != k) (void)real().epoll_ctl(r.set->epfd, EPOLL_CTL_DEL, r.wake[i], nullptr);
+    if (i != k) (void)real().epoll_ctl(r.set->kernel_fd, EPOLL_CTL_DEL, r.wake[i], nullptr);
   r.wake_count = 0;  // (the socket stays, now the application's)
   LOG_DEBUG("fd=%d on TCP for good: epoll set %d watches it directly", r.fd, r.set->epfd);
   unregister(r);
@@ -378,7 +444,7 @@ void remove(Registration& r) {
 
 void unwatch(Registration& r) {
   for (int i = 0; i < r.wake_count; ++i)
-    (void)real().epoll_ctl(r.set->epfd, EPOLL_CTL_DEL, r.wake[i], nullptr);
+    (void)real().epoll_ctl(r.set->kernel_fd, EPOLL_CTL_DEL, r.wake[i], nullptr);
   r.wake_count = 0;
 }
 
@@ -640,7 +706,7 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
   EpollSet& set = *use.get();
   {
     std::lock_guard lock(set.lock);
-    if (!set.all) return false;
+    if (!set.all && !set.dead) return false;
   }
   timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
@@ -651,13 +717,17 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
   // it (docs/shm.md, Measured). The wake descriptors stay armed meanwhile, so nothing is missed.
   link_io::SpinBudget spin(config().spin_us, timeout);
   int yield = -1;  // peer_on_this_cpu, asked once the spin starts
-  for (;;) {
+  for (bool first = true;; first = false) {
     int n = 0;
     uint64_t call;
     {
       std::lock_guard lock(set.lock);
-      // Its last user-link connection went away meanwhile, or its descriptor was closed.
-      if (set.closed || !set.all) return false;
+      // Its descriptor was closed, or it has no user-link connection (and no buried one
+      // whose tags must be filtered): before the wait began, the kernel's wait on the
+      // application's number does the rest. Once it began, that number may be closed and
+      // handed out again: the wait goes on with the set's own descriptor (kernel_fd), as
+      // the kernel's wait holds on to its set.
+      if (first && (set.closed || (!set.all && !set.dead))) return false;
       call = ++set.wait_calls;
       // Connections known to be ready (level-triggered ones stay listed while ready, and
       // a new registration or a MOD lists a connection that is ready at once).
@@ -716,7 +786,7 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
       else
         left = timespec{time_t(rest / 1'000'000'000), long(rest % 1'000'000'000)};
     }
-    const int k = real().epoll_pwait2(epfd, out + n, max - n, wait_for, mask);
+    const int k = real().epoll_pwait2(set.kernel_fd, out + n, max - n, wait_for, mask);
     if (k == 0 && for_recheck) {
       list_rechecks_due(set);
       continue;
@@ -737,12 +807,13 @@ bool wait(int epfd, epoll_event* out, int max, const timespec* timeout, const si
       int n_settled = 0;
       for (int i = n; i < end; ++i) {
         const epoll_event e = out[i];
-        if (ours && e.data.ptr == &set) continue;  // the set's own bell
-        Registration* r = ours ? our_registration(set, e.data.ptr) : nullptr;
+        if (e.data.ptr == &set) continue;  // the set's own bell
+        Registration* r = our_registration(set, e.data.ptr);
         if (!r) {
           out[n++] = e;  // the application's own descriptor
           continue;
         }
+        if (r->dead) continue;  // its kernel entries outlived it (bury)
         if (r->dormant) {
           unwatch(*r);
           continue;
@@ -827,7 +898,7 @@ void forget_sets(unsigned first, unsigned last) noexcept {
         while (Registration* r = set->all) {
           set->all = r->next_in_set;
           unlink_from_socket(*r);
-          delete r;
+          bury(*set, *r);  // a wait holding the set may still get its kernel entries' events
         }
         set->ready = nullptr;
         close_set(set);
