@@ -13,7 +13,6 @@
 #include <mutex>
 
 #include "fd_table.hpp"
-#include "mem_watch.hpp"
 #include "real.hpp"
 
 namespace fastsock::internal_fds {
@@ -161,9 +160,7 @@ Limits nofile() noexcept {
   return soft < 0 || hard < 0 ? read_limits() : Limits{soft, hard};
 }
 
-// These three run inside the rlimit hooks, which a sanitizer's runtime reaches before it
-// is set up (ops::prlimit): not instrumented.
-FASTSOCK_EARLY_SAFE void forget_limits() noexcept {
+void forget_limits() noexcept {
   g_soft.store(-1, std::memory_order_relaxed);
   g_base.store(-1, std::memory_order_relaxed);
 }
@@ -173,8 +170,8 @@ long room_above(const Limits& l) noexcept {
   return l.hard - l.soft < kHighRoom ? l.hard - l.soft : kHighRoom;
 }
 
-FASTSOCK_EARLY_SAFE void lock_limits() noexcept { g_limit_lock.lock(); }
-FASTSOCK_EARLY_SAFE void unlock_limits() noexcept { g_limit_lock.unlock(); }
+void lock_limits() noexcept { g_limit_lock.lock(); }
+void unlock_limits() noexcept { g_limit_lock.unlock(); }
 
 int take(int fd) noexcept {
   fd = relocate(fd);
