@@ -100,10 +100,7 @@ bool RecvPool::low() noexcept {
   std::lock_guard lock(grow_lock_);
   if (posted() >= kLowMark) return false;  // another thread grew it
   if (grow_failed_ || chunk_count_.load(std::memory_order_relaxed) >= kMaxChunks) {
-    if (!cap_told_)
-      LOG_DEBUG("verbs: the receive pool is at its %u slots: arrivals are copied out of it "
-                "while it runs low", capacity());
-    cap_told_ = true;
+    tell_cap();
     return true;
   }
   if (const int rc = add_chunk(); rc != 0) {
@@ -114,7 +111,17 @@ bool RecvPool::low() noexcept {
     return true;
   }
   LOG_DEBUG("verbs: the receive pool grew to %u slots", capacity());
-  return posted() < kLowMark;
+  if (posted() >= kLowMark) return false;
+  // Still low after the growth that reached the cap: copying out starts now.
+  if (chunk_count_.load(std::memory_order_relaxed) >= kMaxChunks) tell_cap();
+  return true;
+}
+
+void RecvPool::tell_cap() noexcept {
+  if (!cap_told_)
+    LOG_DEBUG("verbs: the receive pool is at its %u slots: arrivals are copied out of it "
+              "while it runs low", capacity());
+  cap_told_ = true;
 }
 
 void RecvPool::arm_limit() noexcept {

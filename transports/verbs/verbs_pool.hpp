@@ -69,6 +69,7 @@ class RecvPool {
  private:
   RecvPool(const Lib& lib, uint32_t slot_bytes) noexcept : lib_(lib), slot_bytes_(slot_bytes) {}
   int add_chunk() noexcept;  // under grow_lock_; 0 or -errno
+  void tell_cap() noexcept;  // under grow_lock_: logs reaching the cap once
 
   const Lib& lib_;
   const uint32_t slot_bytes_;
