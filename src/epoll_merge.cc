@@ -163,7 +163,7 @@ EpollSet* find_or_create_set(int epfd) {
   auto* set = new (std::nothrow) EpollSet;
   if (!set) return nullptr;
   set->epfd = epfd;
-  set->kernel_fd = internal_fds::take(real().fcntl(epfd, F_DUPFD_CLOEXEC, 0));
+  set->kernel_fd = internal_fds::dup(epfd);
   set->bell = internal_fds::take(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   epoll_event ev{};
   ev.events = EPOLLIN;

@@ -131,6 +131,16 @@ int relocate(int fd) noexcept {
   return fd;
 }
 
+int dup(int fd) noexcept {
+  int copy = real().fcntl(fd, F_DUPFD_CLOEXEC, placement_base());
+  // EINVAL: the base is at or above a limit lowered since it was read.
+  if (copy < 0 && errno == EINVAL) copy = real().fcntl(fd, F_DUPFD_CLOEXEC, read_base());
+  // EMFILE: nothing free above the base (EBADF, a bad `fd`, fails again here).
+  if (copy < 0 && errno == EMFILE) copy = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  add(copy);
+  return copy;
+}
+
 long count() noexcept { return g_count.load(std::memory_order_relaxed); }
 
 void on_replaced(ReplacedHandler handler) noexcept {

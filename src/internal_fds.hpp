@@ -25,8 +25,18 @@ void add(int fd) noexcept;
 // eventfds passed that, and a select() program reaches FD_SETSIZE sooner. If no number
 // there is free (or the limit is lower), the descriptor stays where it is. -1 is returned
 // as is, errno untouched. Always close-on-exec, as every descriptor of the library is
-// (exec_handover clears it for the exec that needs it).
+// (exec_handover clears it for the exec that needs it). Between its creation and the move
+// the descriptor holds the lowest free number, which the kernel's calls that create give no
+// way to avoid: copies of existing descriptors go through dup() instead.
 int take(int fd) noexcept;
+
+// A registered copy of `fd` made directly at or above placement_base() (F_DUPFD), for
+// copies of existing descriptors. Unlike take() of a copy made at the lowest number, no
+// application number is held even for a moment: a thread of the application that still
+// names a descriptor another thread just closed (an epoll_wait on a set being closed) gets
+// EBADF, as without the library, never the library's copy of something else. Falls back to
+// the lowest number when nothing is free above the base. -1 with errno on failure.
+int dup(int fd) noexcept;
 
 // take() without registering: for descriptors received from a peer, which their owner
 // registers once it keeps them.

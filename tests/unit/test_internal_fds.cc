@@ -50,6 +50,29 @@ TEST_CASE("take: a new descriptor moves above the placement base and is counted"
   CHECK(errno == EMFILE);
 }
 
+TEST_CASE("dup: the copy is made above the placement base, never at a free low number") {
+  const int base = fs::placement_base();
+  const long before = fs::count();
+  const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const int free_low = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(free_low < base);
+  close(free_low);  // the lowest free number: a copy made at 0 would take it
+  const int copy = fs::dup(fd);
+  CHECK(copy >= base);
+  CHECK_FALSE(is_open(free_low));
+  CHECK(fs::contains(copy));
+  CHECK((fcntl(copy, F_GETFD) & FD_CLOEXEC) != 0);
+  CHECK(fs::count() == before + 1);
+  CHECK(fs::close(copy) == 0);
+  CHECK(fs::count() == before);
+  close(fd);
+  errno = 0;
+  CHECK(fs::dup(-1) == -1);
+  CHECK(errno == EBADF);
+  CHECK(fs::count() == before);
+}
+
 TEST_CASE("take: under a limit lowered below the base, the base follows the limit") {
   rlimit saved{};
   REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);

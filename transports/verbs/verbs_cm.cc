@@ -215,8 +215,7 @@ void Cm::prepare_redirects_locked() noexcept {
     if (!l->for_children || l->owner != self || l->redirects) continue;
     l->redirects = RedirectTable::create();
     if (l->owner_bell < 0) {
-      l->owner_bell = real().fcntl(bell_, F_DUPFD_CLOEXEC, 0);
-      if (l->owner_bell >= 0) internal_fds::add(l->owner_bell);
+      l->owner_bell = internal_fds::dup(bell_);
     }
     const char* why = "the listening socket's cookie is unknown";
     l->diag_finds = l->tcp_cookie && diag_.still_listening(l->local, l->tcp_cookie, &why) == 1;
