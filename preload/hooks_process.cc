@@ -1,9 +1,10 @@
 // Exported hooks: fork, vfork, the exec family, posix_spawn, system and popen, _exit and
-// _Exit, and the set*uid calls.
+// _Exit, the set*uid calls, and the RLIMIT_NOFILE calls.
 #include <alloca.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -111,3 +112,28 @@ FASTSOCK_HOOK void _exit(int status) noexcept {
   for (;;) syscall(SYS_exit_group, status);
 }
 FASTSOCK_HOOK void _Exit(int status) noexcept { _exit(status); }
+
+// RLIMIT_NOFILE under the library's limit lock (ops::prlimit). On the 64-bit ABIs glibc
+// supports, struct rlimit64 is struct rlimit.
+static_assert(sizeof(rlimit) == sizeof(rlimit64));
+FASTSOCK_HOOK int getrlimit(__rlimit_resource_t resource, rlimit* rl) noexcept {
+  FASTSOCK_RETURN(int, ops::prlimit(0, resource, nullptr, rl));
+}
+FASTSOCK_HOOK int getrlimit64(__rlimit_resource_t resource, rlimit64* rl) noexcept {
+  FASTSOCK_RETURN(int, ops::prlimit(0, resource, nullptr, reinterpret_cast<rlimit*>(rl)));
+}
+FASTSOCK_HOOK int setrlimit(__rlimit_resource_t resource, const rlimit* rl) noexcept {
+  FASTSOCK_RETURN(int, ops::prlimit(0, resource, rl, nullptr));
+}
+FASTSOCK_HOOK int setrlimit64(__rlimit_resource_t resource, const rlimit64* rl) noexcept {
+  FASTSOCK_RETURN(int, ops::prlimit(0, resource, reinterpret_cast<const rlimit*>(rl), nullptr));
+}
+FASTSOCK_HOOK int prlimit(pid_t pid, __rlimit_resource resource, const rlimit* set,
+                          rlimit* old) noexcept {
+  FASTSOCK_RETURN(int, ops::prlimit(pid, resource, set, old));
+}
+FASTSOCK_HOOK int prlimit64(pid_t pid, __rlimit_resource resource, const rlimit64* set,
+                            rlimit64* old) noexcept {
+  FASTSOCK_RETURN(int, ops::prlimit(pid, resource, reinterpret_cast<const rlimit*>(set),
+                                    reinterpret_cast<rlimit*>(old)));
+}

@@ -9,6 +9,11 @@
 // and the application keeps two thirds of the limit whatever it does. (The library's
 // descriptors live above the application's numbers, internal_fds::take, so the socket's
 // number counts about the application's descriptors alone.)
+//
+// Where the hard limit leaves room above the soft one, the library's descriptors go there
+// instead (internal_fds.hpp, "Above the limit") and take none of the application's
+// numbers: links then take descriptors while the library's fit in that room (link) or
+// half of it (exec), whatever the application holds.
 #pragma once
 
 namespace fastsock::fd_budget {
@@ -18,8 +23,8 @@ inline constexpr const char kNoRoomReason[] =
     "descriptors: the rest of RLIMIT_NOFILE is kept for the application";
 
 // Whether a link may take descriptors for the connection on socket `fd`. Reads the limit
-// once and again only when `fd` is past half the remembered one (setrlimit may have raised
-// it), so the common case costs no system call.
+// once and again only when `fd` is past half the remembered one or the application set it,
+// so the common case costs no system call.
 bool room_for_link(int fd) noexcept;
 
 // Whether a connection on socket `fd` may keep one descriptor more so that it can continue

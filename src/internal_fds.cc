@@ -4,10 +4,13 @@
 #include <linux/close_range.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <mutex>
 
 #include "fd_table.hpp"
 #include "real.hpp"
@@ -53,14 +56,53 @@ std::atomic<long> g_count{0};
 
 constexpr int kMaxBase = 4096;
 std::atomic<int> g_base{-1};  // -1: the limit not read yet
+std::atomic<long> g_soft{-1}, g_hard{-1};  // -1: not read yet
+
+long clamp_limit(rlim_t v) noexcept {
+  return v == RLIM_INFINITY || v > (rlim_t(1) << 30) ? long(1) << 30 : long(v);
+}
+
+// The raw system call: the library's own reads and writes of the limit never go through
+// its hooks (which would take limit_lock again).
+int raw_prlimit(const rlimit* set, rlimit* old) noexcept {
+  return int(syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, set, old));
+}
+
+Limits read_limits() noexcept {
+  rlimit rl{};
+  if (raw_prlimit(nullptr, &rl) != 0) return Limits{0, 0};
+  const Limits l{clamp_limit(rl.rlim_cur), clamp_limit(rl.rlim_max)};
+  g_hard.store(l.hard, std::memory_order_relaxed);
+  g_soft.store(l.soft, std::memory_order_relaxed);
+  return l;
+}
 
 int read_base() noexcept {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
-  const rlim_t half = rl.rlim_cur == RLIM_INFINITY ? kMaxBase : rl.rlim_cur / 2;
-  const int base = half > rlim_t(kMaxBase) ? kMaxBase : int(half);
+  const long half = read_limits().soft / 2;
+  const int base = half > kMaxBase ? kMaxBase : int(half);
   g_base.store(base, std::memory_order_relaxed);
   return base;
+}
+
+std::mutex g_limit_lock;
+
+// `fd` duplicated at the lowest free number at or above the soft limit (close-on-exec),
+// the limit raised for the moment of the dup; -1 when there is no room above the limit or
+// the limit cannot be changed.
+int dup_above_limit(int fd) noexcept {
+  std::lock_guard lock(g_limit_lock);
+  rlimit now{};
+  if (raw_prlimit(nullptr, &now) != 0) return -1;
+  const Limits l{clamp_limit(now.rlim_cur), clamp_limit(now.rlim_max)};
+  if (room_above(l) == 0) return -1;
+  rlimit raised = now;
+  raised.rlim_cur = rlim_t(l.soft + room_above(l));
+  if (raw_prlimit(&raised, nullptr) != 0) return -1;
+  const int moved = real().fcntl(fd, F_DUPFD_CLOEXEC, int(l.soft));
+  const int saved_errno = errno;
+  (void)raw_prlimit(&now, nullptr);
+  errno = saved_errno;
+  return moved;
 }
 
 constexpr int kMaxHandlers = 4;
@@ -107,6 +149,25 @@ int placement_base() noexcept {
   return base >= 0 ? base : read_base();
 }
 
+Limits nofile() noexcept {
+  const long hard = g_hard.load(std::memory_order_relaxed);
+  const long soft = g_soft.load(std::memory_order_relaxed);
+  return soft < 0 || hard < 0 ? read_limits() : Limits{soft, hard};
+}
+
+void forget_limits() noexcept {
+  g_soft.store(-1, std::memory_order_relaxed);
+  g_base.store(-1, std::memory_order_relaxed);
+}
+
+long room_above(const Limits& l) noexcept {
+  if (l.soft <= 0 || l.soft >= l.hard || l.soft > kHighMaxSoft) return 0;
+  return l.hard - l.soft < kHighRoom ? l.hard - l.soft : kHighRoom;
+}
+
+void lock_limits() noexcept { g_limit_lock.lock(); }
+void unlock_limits() noexcept { g_limit_lock.unlock(); }
+
 int take(int fd) noexcept {
   fd = relocate(fd);
   add(fd);
@@ -116,6 +177,13 @@ int take(int fd) noexcept {
 int relocate(int fd) noexcept {
   if (fd < 0) return fd;
   const int saved_errno = errno;
+  if (fd < nofile().soft && room_above(nofile()) > 0) {
+    if (const int moved = dup_above_limit(fd); moved >= 0) {
+      real().close(fd);
+      errno = saved_errno;
+      return moved;
+    }
+  }
   int base = placement_base();
   if (fd < base) {
     int moved = real().fcntl(fd, F_DUPFD_CLOEXEC, base);
@@ -132,6 +200,15 @@ int relocate(int fd) noexcept {
 }
 
 int dup(int fd) noexcept {
+  if (fd >= 0 && room_above(nofile()) > 0) {
+    const int saved_errno = errno;
+    if (const int above = dup_above_limit(fd); above >= 0) {
+      errno = saved_errno;
+      add(above);
+      return above;
+    }
+    errno = saved_errno;
+  }
   int copy = real().fcntl(fd, F_DUPFD_CLOEXEC, placement_base());
   // EINVAL: the base is at or above a limit lowered since it was read.
   if (copy < 0 && errno == EINVAL) copy = real().fcntl(fd, F_DUPFD_CLOEXEC, read_base());

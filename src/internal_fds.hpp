@@ -42,9 +42,37 @@ int dup(int fd) noexcept;
 // registers once it keeps them.
 int relocate(int fd) noexcept;
 
-// Where take() puts descriptors: half the soft RLIMIT_NOFILE, at most 4096 (the kernel's
-// table grows to the highest number in use, and a fork copies it).
+// Where take() puts descriptors when there is no room above the limit (below): half the
+// soft RLIMIT_NOFILE, at most 4096 (the kernel's table grows to the highest number in use,
+// and a fork copies it).
 int placement_base() noexcept;
+
+// Above the limit. The kernel checks RLIMIT_NOFILE only when it hands out a number, never
+// for descriptors already open. So while the soft limit is below the hard one, relocate()
+// raises it for a moment, puts the descriptor at the lowest free number at or above the
+// application's soft limit, and sets the limit back: the application keeps every number
+// of its limit, and gets EMFILE exactly where it would without the library. Only for soft
+// limits up to kHighMaxSoft (beyond, the kernel's table would grow past it for our few
+// descriptors, and there is plenty of room below anyway), and up to kHighRoom numbers past
+// the soft limit. The application's getrlimit/setrlimit/prlimit wait while the limit is
+// raised (limit_lock), so it never sees the raised value nor loses a change of its own.
+inline constexpr long kHighMaxSoft = 65536;
+inline constexpr long kHighRoom = 65536;
+
+struct Limits {
+  long soft;  // RLIMIT_NOFILE, RLIM_INFINITY or anything past 2^30 as 2^30
+  long hard;
+};
+// As last read (once, and again after forget_limits()).
+Limits nofile() noexcept;
+// The application changed the limit (or may have): read it again at the next nofile().
+void forget_limits() noexcept;
+// How many descriptors fit above the soft limit: 0 when there is no such room.
+long room_above(const Limits& l) noexcept;
+// Held while the library's raise is in flight; the rlimit hooks take it around the
+// application's own calls. A leaf lock; taken across fork.
+void lock_limits() noexcept;
+void unlock_limits() noexcept;
 
 // How many descriptors are registered now (the library's share, fd_budget.hpp).
 long count() noexcept;

@@ -11,6 +11,8 @@
 // They throw nothing themselves.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -102,6 +104,11 @@ long epoll_pwait2(int epfd, epoll_event* events, int max, const timespec* timeou
 // ops_process.cc: fork and exec, and the calls that change the effective uid
 long fork();
 long vfork();
+// getrlimit, setrlimit, prlimit (and their 64-bit names): RLIMIT_NOFILE of this process is
+// read and set under internal_fds' limit lock, so the application never sees it raised
+// for the library's moment (internal_fds.hpp, "Above the limit") nor has its own change
+// undone by it; the library reads the limit again after a change. 0 or -errno.
+long prlimit(pid_t pid, int resource, const rlimit* set, rlimit* old);
 long setuid(uid_t uid);
 long seteuid(uid_t euid);
 long setreuid(uid_t ruid, uid_t euid);

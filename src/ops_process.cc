@@ -10,6 +10,8 @@
 // if exec fails. A connection a user-space link carries continues in the new image when
 // that image runs the library too, else it goes back to the kernel (exec_handover.hpp).
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include "exec_handover.hpp"
 #include "exec_image.hpp"
 #include "fd_table.hpp"
+#include "internal_fds.hpp"
 #include "ops.hpp"
 #include "process.hpp"
 #include "real.hpp"
@@ -29,8 +32,19 @@
 
 namespace fastsock {
 
+long ops::prlimit(pid_t pid, int resource, const rlimit* set, rlimit* old) {
+  // A raw system call: glibc's wrappers are this very call, and its own names are hooked.
+  auto call = [&] { return syscall(SYS_prlimit64, pid, resource, set, old) == 0 ? 0L : -long(errno); };
+  if (resource != RLIMIT_NOFILE || (pid != 0 && pid != getpid())) return call();
+  internal_fds::lock_limits();
+  const long rc = call();
+  if (rc == 0 && set) internal_fds::forget_limits();
+  internal_fds::unlock_limits();
+  return rc;
+}
+
 namespace {
-constexpr int kMaxForkHandlers = 8;
+constexpr int kMaxForkHandlers = 16;
 // Constant-initialised, so registration from any translation unit's static initialiser
 // works whatever the initialisation order.
 constinit ForkHandlers g_handlers[kMaxForkHandlers]{};
@@ -41,6 +55,13 @@ void register_fork_handlers(const ForkHandlers& handlers) noexcept {
   const int i = g_handler_count.fetch_add(1);
   if (i < kMaxForkHandlers) g_handlers[i] = handlers;
 }
+
+namespace {
+// The limit lock across fork (internal_fds.hpp): a child must not find it held by a thread
+// it does not have.
+const bool g_limit_lock_registered = (register_fork_handlers(ForkHandlers{
+    internal_fds::lock_limits, internal_fds::unlock_limits, internal_fds::unlock_limits}), true);
+}  // namespace
 
 namespace {
 

@@ -14,7 +14,7 @@ read readv write writev recv recvfrom recvmsg recvmmsg send sendto sendmsg sendm
 sendfile sendfile64 splice poll ppoll select pselect epoll_create epoll_create1 epoll_ctl
 epoll_wait epoll_pwait epoll_pwait2 fork vfork setuid seteuid setreuid setresuid execve execv execvp execvpe execl execlp
 execle fexecve execveat posix_spawn posix_spawnp posix_spawn_file_actions_adddup2 system popen
-_exit _Exit __read_chk __recv_chk __recvfrom_chk __poll_chk __ppoll_chk
+_exit _Exit getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64 __read_chk __recv_chk __recvfrom_chk __poll_chk __ppoll_chk
 free realloc reallocarray munmap mremap madvise mmap mmap64 shmdt brk sbrk"
 api_required="fastsock_version fastsock_transport fastsock_send_array fastsock_recv_array
 fastsock_send_array_nb fastsock_recv_array_nb fastsock_send_strided fastsock_recv_strided

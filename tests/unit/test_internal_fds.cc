@@ -5,7 +5,10 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cerrno>
 
@@ -73,19 +76,75 @@ TEST_CASE("dup: the copy is made above the placement base, never at a free low n
   CHECK(fs::count() == before);
 }
 
-TEST_CASE("take: under a limit lowered below the base, the base follows the limit") {
+// In a forked child: the hard limit cannot be raised again once lowered.
+TEST_CASE("take: with no room above the limit, the base follows a lowered limit") {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const rlimit low_limit{64, 64};
+    if (setrlimit(RLIMIT_NOFILE, &low_limit) != 0) _exit(10);
+    fs::forget_limits();  // as the library's setrlimit hook does
+    if (fs::room_above(fs::nofile()) != 0) _exit(11);
+    const int low = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int fd = low >= 0 && low < 32 ? fs::take(low) : -1;
+    if (fs::placement_base() != 32) _exit(12);
+    if (fd < 32 || fd >= 64) _exit(13);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("take: with room above the soft limit, descriptors go there and the limit stays") {
   rlimit saved{};
   REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 200) {
+    WARN("hard RLIMIT_NOFILE " << saved.rlim_max << ": no room above a soft limit of 64");
+    return;
+  }
   rlimit low_limit = saved;
   low_limit.rlim_cur = 64;
   REQUIRE(setrlimit(RLIMIT_NOFILE, &low_limit) == 0);
-  const int low = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const int fd = low >= 0 && low < 32 ? fs::take(low) : -1;
-  CHECK(fs::placement_base() == 32);
-  CHECK(fd >= 32);
-  CHECK(fd < 64);
-  if (fd >= 0) fs::close(fd);
+  fs::forget_limits();
+  CHECK(fs::room_above(fs::nofile()) > 0);
+  const long before = fs::count();
+  int fds[3];
+  for (int& fd : fds) {
+    const int low = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    REQUIRE(low >= 0);
+    REQUIRE(low < 64);
+    fd = fs::take(low);
+    CHECK(fd >= 64);  // past the application's limit: none of its numbers taken
+    CHECK_FALSE(is_open(low));
+    CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+  }
+  CHECK(fds[1] == fds[0] + 1);  // the lowest free numbers there
+  CHECK(fs::count() == before + 3);
+  rlimit now{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &now) == 0);
+  CHECK(now.rlim_cur == 64);  // set back
+  CHECK(now.rlim_max == saved.rlim_max);
+  // The descriptors work above the limit (the kernel checks it only when it hands one out).
+  char byte;
+  CHECK(read(fds[0], &byte, 1) == 0);
+  for (int fd : fds) CHECK(fs::close(fd) == 0);
   REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  fs::forget_limits();
+  CHECK(fs::room_above(fs::nofile()) == (saved.rlim_cur < saved.rlim_max &&
+                                         saved.rlim_cur <= rlim_t(fs::kHighMaxSoft)
+                                             ? std::min<long>(long(saved.rlim_max - saved.rlim_cur), fs::kHighRoom)
+                                             : 0));
+}
+
+TEST_CASE("room above the limit: only for soft limits up to kHighMaxSoft, at most kHighRoom") {
+  CHECK(fs::room_above({1024, 1024}) == 0);
+  CHECK(fs::room_above({1024, 2048}) == 1024);
+  CHECK(fs::room_above({1024, 1 << 20}) == fs::kHighRoom);
+  CHECK(fs::room_above({fs::kHighMaxSoft, fs::kHighMaxSoft + 10}) == 10);
+  CHECK(fs::room_above({fs::kHighMaxSoft + 1, 1 << 20}) == 0);
+  CHECK(fs::room_above({0, 10}) == 0);
 }
 
 TEST_CASE("membership: add, remove, and numbers far apart") {
