@@ -87,10 +87,15 @@ int read_base() noexcept {
 std::mutex g_limit_lock;
 
 // `fd` duplicated at the lowest free number at or above the soft limit (close-on-exec),
-// the limit raised for the moment of the dup; -1 when there is no room above the limit or
-// the limit cannot be changed.
+// the limit raised for the moment of the dup; -1 when there is no room above the limit, the
+// limit cannot be changed, or the limit lock is held. Never waits for that lock: the fork
+// hook holds it from its prepare step on, and other prepare steps make descriptors (the
+// verbs link's sock_diag socket): waiting there deadlocked every fork of a process whose
+// soft limit is below its hard one (rdma_prefork in the VM, limits 1024/4096). Such a
+// descriptor goes below the limit instead (placement_base).
 int dup_above_limit(int fd) noexcept {
-  std::lock_guard lock(g_limit_lock);
+  std::unique_lock lock(g_limit_lock, std::try_to_lock);
+  if (!lock.owns_lock()) return -1;
   rlimit now{};
   if (raw_prlimit(nullptr, &now) != 0) return -1;
   const Limits l{clamp_limit(now.rlim_cur), clamp_limit(now.rlim_max)};
