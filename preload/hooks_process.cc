@@ -11,6 +11,7 @@
 #include <cstdarg>
 
 #include "hook.hpp"
+#include "mem_watch.hpp"
 #include "stats.hpp"
 
 using namespace fastsock;
@@ -114,26 +115,36 @@ FASTSOCK_HOOK void _exit(int status) noexcept {
 FASTSOCK_HOOK void _Exit(int status) noexcept { _exit(status); }
 
 // RLIMIT_NOFILE under the library's limit lock (ops::prlimit). On the 64-bit ABIs glibc
-// supports, struct rlimit64 is struct rlimit.
+// supports, struct rlimit64 is struct rlimit. Not instrumented by sanitizers, and without
+// FASTSOCK_RETURN's helpers: a sanitizer's runtime calls these while it sets itself up.
 static_assert(sizeof(rlimit) == sizeof(rlimit64));
-FASTSOCK_HOOK int getrlimit(__rlimit_resource_t resource, rlimit* rl) noexcept {
-  FASTSOCK_RETURN(int, ops::prlimit(0, resource, nullptr, rl));
+namespace {
+FASTSOCK_EARLY_SAFE int rlimit_call(pid_t pid, int resource, const void* set, void* old) noexcept {
+  const long rc = ops::prlimit(pid, resource, static_cast<const rlimit*>(set),
+                               static_cast<rlimit*>(old));
+  if (rc == 0) return 0;
+  errno = int(-rc);
+  return -1;
 }
-FASTSOCK_HOOK int getrlimit64(__rlimit_resource_t resource, rlimit64* rl) noexcept {
-  FASTSOCK_RETURN(int, ops::prlimit(0, resource, nullptr, reinterpret_cast<rlimit*>(rl)));
+}  // namespace
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE int getrlimit(__rlimit_resource_t resource, rlimit* rl) noexcept {
+  return rlimit_call(0, resource, nullptr, rl);
 }
-FASTSOCK_HOOK int setrlimit(__rlimit_resource_t resource, const rlimit* rl) noexcept {
-  FASTSOCK_RETURN(int, ops::prlimit(0, resource, rl, nullptr));
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE int getrlimit64(__rlimit_resource_t resource, rlimit64* rl) noexcept {
+  return rlimit_call(0, resource, nullptr, rl);
 }
-FASTSOCK_HOOK int setrlimit64(__rlimit_resource_t resource, const rlimit64* rl) noexcept {
-  FASTSOCK_RETURN(int, ops::prlimit(0, resource, reinterpret_cast<const rlimit*>(rl), nullptr));
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE int setrlimit(__rlimit_resource_t resource, const rlimit* rl) noexcept {
+  return rlimit_call(0, resource, rl, nullptr);
 }
-FASTSOCK_HOOK int prlimit(pid_t pid, __rlimit_resource resource, const rlimit* set,
-                          rlimit* old) noexcept {
-  FASTSOCK_RETURN(int, ops::prlimit(pid, resource, set, old));
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE int setrlimit64(__rlimit_resource_t resource,
+                                                  const rlimit64* rl) noexcept {
+  return rlimit_call(0, resource, rl, nullptr);
 }
-FASTSOCK_HOOK int prlimit64(pid_t pid, __rlimit_resource resource, const rlimit64* set,
-                            rlimit64* old) noexcept {
-  FASTSOCK_RETURN(int, ops::prlimit(pid, resource, reinterpret_cast<const rlimit*>(set),
-                                    reinterpret_cast<rlimit*>(old)));
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE int prlimit(pid_t pid, __rlimit_resource resource,
+                                              const rlimit* set, rlimit* old) noexcept {
+  return rlimit_call(pid, resource, set, old);
+}
+FASTSOCK_HOOK FASTSOCK_EARLY_SAFE int prlimit64(pid_t pid, __rlimit_resource resource,
+                                                const rlimit64* set, rlimit64* old) noexcept {
+  return rlimit_call(pid, resource, set, old);
 }

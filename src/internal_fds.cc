@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "fd_table.hpp"
+#include "mem_watch.hpp"
 #include "real.hpp"
 
 namespace fastsock::internal_fds {
@@ -160,7 +161,9 @@ Limits nofile() noexcept {
   return soft < 0 || hard < 0 ? read_limits() : Limits{soft, hard};
 }
 
-void forget_limits() noexcept {
+// These three run inside the rlimit hooks, which a sanitizer's runtime reaches before it
+// is set up (ops::prlimit): not instrumented.
+FASTSOCK_EARLY_SAFE void forget_limits() noexcept {
   g_soft.store(-1, std::memory_order_relaxed);
   g_base.store(-1, std::memory_order_relaxed);
 }
@@ -170,8 +173,8 @@ long room_above(const Limits& l) noexcept {
   return l.hard - l.soft < kHighRoom ? l.hard - l.soft : kHighRoom;
 }
 
-void lock_limits() noexcept { g_limit_lock.lock(); }
-void unlock_limits() noexcept { g_limit_lock.unlock(); }
+FASTSOCK_EARLY_SAFE void lock_limits() noexcept { g_limit_lock.lock(); }
+FASTSOCK_EARLY_SAFE void unlock_limits() noexcept { g_limit_lock.unlock(); }
 
 int take(int fd) noexcept {
   fd = relocate(fd);

@@ -20,6 +20,7 @@
 #include "exec_image.hpp"
 #include "fd_table.hpp"
 #include "internal_fds.hpp"
+#include "mem_watch.hpp"
 #include "ops.hpp"
 #include "process.hpp"
 #include "real.hpp"
@@ -32,15 +33,20 @@
 
 namespace fastsock {
 
-long ops::prlimit(pid_t pid, int resource, const rlimit* set, rlimit* old) {
+// Not instrumented by sanitizers (FASTSOCK_EARLY_SAFE): a sanitizer's runtime calls
+// getrlimit/setrlimit through libc while it sets itself up, before instrumented code may run
+// (every program crashed under the ASan build of the library with these hooks instrumented).
+FASTSOCK_EARLY_SAFE long ops::prlimit(pid_t pid, int resource, const rlimit* set, rlimit* old) {
   // A raw system call: glibc's wrappers are this very call, and its own names are hooked.
-  auto call = [&] { return syscall(SYS_prlimit64, pid, resource, set, old) == 0 ? 0L : -long(errno); };
-  if (resource != RLIMIT_NOFILE || (pid != 0 && pid != getpid())) return call();
-  internal_fds::lock_limits();
-  const long rc = call();
-  if (rc == 0 && set) internal_fds::forget_limits();
-  internal_fds::unlock_limits();
-  return rc;
+  const bool nofile = resource == RLIMIT_NOFILE && (pid == 0 || pid == getpid());
+  if (nofile) internal_fds::lock_limits();
+  const long rc = syscall(SYS_prlimit64, pid, resource, set, old);
+  const int err = errno;
+  if (nofile) {
+    if (rc == 0 && set) internal_fds::forget_limits();
+    internal_fds::unlock_limits();
+  }
+  return rc == 0 ? 0 : -long(err);
 }
 
 namespace {
