@@ -97,6 +97,32 @@ TEST_CASE("take: with no room above the limit, the base follows a lowered limit"
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+TEST_CASE("dup: with room above the soft limit, the copy goes there and the limit stays") {
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 200) {
+    WARN("hard RLIMIT_NOFILE " << saved.rlim_max << ": no room above a soft limit of 64");
+    return;
+  }
+  rlimit low_limit = saved;
+  low_limit.rlim_cur = 64;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low_limit) == 0);
+  fs::forget_limits();
+  const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(fd < 64);
+  const int copy = fs::dup(fd);
+  CHECK(copy >= 64);  // past the application's limit
+  CHECK(fs::contains(copy));
+  rlimit now{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &now) == 0);
+  CHECK(now.rlim_cur == 64);  // set back
+  CHECK(fs::close(copy) == 0);
+  close(fd);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  fs::forget_limits();
+}
+
 TEST_CASE("take: with room above the soft limit, descriptors go there and the limit stays") {
   rlimit saved{};
   REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
