@@ -13,6 +13,10 @@
 //   slab     the system's Slab (kernel objects: sockets, files) in KiB, before and after —
 //            system-wide, so other activity on the machine shows up in it
 // Each process prints one line "usage role=server|client n=N key=before:after ...".
+// With --app-limit, the soft RLIMIT_NOFILE is set to what the program itself needs (N + 64),
+// as servers size it for their clients (redis: maxclients + 32), the hard limit kept: where
+// the hard limit is higher, the library's descriptors fit above the soft one (docs/shm.md,
+// "Above the limit").
 // The program is plain C and does not link fastsock: bench/shm-memory.sh runs it with and
 // without LD_PRELOAD. Exit status 0 when all N connections were made and checked.
 #ifndef _GNU_SOURCE
@@ -133,10 +137,15 @@ static int connect_to(uint16_t port) {
 // while the connection is set up); plus slack for the library's own descriptors. Raised as
 // far as the hard limit allows (raising that needs CAP_SYS_RESOURCE): when it is too low
 // the run shows what happens then (connections that stay on TCP, or EMFILE).
-static void raise_nofile(long n) {
+static void raise_nofile(long n, int app_limit) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) die("getrlimit");
-  const rlim_t want = (rlim_t)(4 * n + 256);
+  const rlim_t want = (rlim_t)(app_limit ? n + 64 : 4 * n + 256);
+  if (app_limit && want <= rl.rlim_max) {  // lowered too: exactly what the program needs
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) die("setrlimit RLIMIT_NOFILE");
+    return;
+  }
   if (rl.rlim_cur >= want) return;
   struct rlimit up = {want, rl.rlim_max > want ? rl.rlim_max : want};
   if (setrlimit(RLIMIT_NOFILE, &up) == 0) return;
@@ -147,12 +156,13 @@ static void raise_nofile(long n) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2 || atol(argv[1]) <= 0) {
-    fprintf(stderr, "usage: bench_idle_conns N\n");
+  const int app_limit = argc == 3 && strcmp(argv[2], "--app-limit") == 0;
+  if ((argc != 2 && !app_limit) || atol(argv[1]) <= 0) {
+    fprintf(stderr, "usage: bench_idle_conns N [--app-limit]\n");
     return 2;
   }
   const long n = atol(argv[1]);
-  raise_nofile(n);
+  raise_nofile(n, app_limit);
   int* fds = calloc((size_t)n, sizeof *fds);
   if (!fds) die("calloc");
   int lfd = socket(AF_INET, SOCK_STREAM, 0);
