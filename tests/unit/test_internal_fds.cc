@@ -28,6 +28,30 @@ void open_at(int fd) {
 }
 }  // namespace
 
+// The soft limit lowered to 64 for one test case, the hard limit kept (room above it), and
+// set back at the end. `room` is false where the hard limit leaves no such room.
+struct SoftLimit64 {
+  rlimit saved{};
+  bool room = false;
+  SoftLimit64() {
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 200) {
+      WARN("hard RLIMIT_NOFILE " << saved.rlim_max << ": no room above a soft limit of 64");
+      return;
+    }
+    rlimit low_limit = saved;
+    low_limit.rlim_cur = 64;
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &low_limit) == 0);
+    fs::forget_limits();
+    room = true;
+  }
+  ~SoftLimit64() {
+    if (!room) return;
+    setrlimit(RLIMIT_NOFILE, &saved);
+    fs::forget_limits();
+  }
+};
+
 TEST_CASE("take: a new descriptor moves above the placement base and is counted") {
   const int base = fs::placement_base();
   REQUIRE(base > 0);
@@ -98,16 +122,8 @@ TEST_CASE("take: with no room above the limit, the base follows a lowered limit"
 }
 
 TEST_CASE("dup: with room above the soft limit, the copy goes there and the limit stays") {
-  rlimit saved{};
-  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
-  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 200) {
-    WARN("hard RLIMIT_NOFILE " << saved.rlim_max << ": no room above a soft limit of 64");
-    return;
-  }
-  rlimit low_limit = saved;
-  low_limit.rlim_cur = 64;
-  REQUIRE(setrlimit(RLIMIT_NOFILE, &low_limit) == 0);
-  fs::forget_limits();
+  SoftLimit64 limit;
+  if (!limit.room) return;
   const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   REQUIRE(fd >= 0);
   REQUIRE(fd < 64);
@@ -119,21 +135,12 @@ TEST_CASE("dup: with room above the soft limit, the copy goes there and the limi
   CHECK(now.rlim_cur == 64);  // set back
   CHECK(fs::close(copy) == 0);
   close(fd);
-  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
-  fs::forget_limits();
 }
 
 TEST_CASE("take: with room above the soft limit, descriptors go there and the limit stays") {
-  rlimit saved{};
-  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
-  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 200) {
-    WARN("hard RLIMIT_NOFILE " << saved.rlim_max << ": no room above a soft limit of 64");
-    return;
-  }
-  rlimit low_limit = saved;
-  low_limit.rlim_cur = 64;
-  REQUIRE(setrlimit(RLIMIT_NOFILE, &low_limit) == 0);
-  fs::forget_limits();
+  SoftLimit64 limit;
+  if (!limit.room) return;
+  const rlimit& saved = limit.saved;
   CHECK(fs::room_above(fs::nofile()) > 0);
   const long before = fs::count();
   int fds[3];
