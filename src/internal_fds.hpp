@@ -30,8 +30,9 @@ void add(int fd) noexcept;
 // way to avoid: copies of existing descriptors go through dup() instead.
 int take(int fd) noexcept;
 
-// A registered copy of `fd` made directly at or above placement_base() (F_DUPFD), for
-// copies of existing descriptors. Unlike take() of a copy made at the lowest number, no
+// A registered copy of `fd` made directly where take() would move it — above the soft
+// limit when there is room there ("Above the limit", below), else at or above
+// placement_base() (F_DUPFD) — for copies of existing descriptors. Unlike take() of a copy made at the lowest number, no
 // application number is held even for a moment: a thread of the application that still
 // names a descriptor another thread just closed (an epoll_wait on a set being closed) gets
 // EBADF, as without the library, never the library's copy of something else. Falls back to
