@@ -70,6 +70,17 @@ constexpr uint64_t kWrRecv = 0, kWrData = 1ull << 32, kWrControl = 2ull << 32,
 constexpr int64_t kLeaveWaitNs = 1'000'000'000;
 constexpr size_t kLeaveBytes = 32;  // Conn::leave_
 
+// Test hooks (docs/configuration.md): sleeps for the milliseconds `var` names, if set.
+void hold_for_test(const char* var) noexcept {
+  const char* value = getenv(var);
+  if (!value) return;
+  const long ms = strtol(value, nullptr, 10);
+  if (ms > 0 && ms <= 10'000) {
+    const timespec t{ms / 1000, (ms % 1000) * 1'000'000};
+    nanosleep(&t, nullptr);
+  }
+}
+
 using link_io::Deadline;
 using link_io::iov_total;
 using link_io::kernel_recv;
@@ -1494,6 +1505,15 @@ void Conn::downgrade(int fd, const char* why) noexcept {
               order == LeaveOrder::first    ? "first"
               : order == LeaveOrder::second ? "second, after the peer"
                                             : "at the same moment as the peer");
+  if (order == LeaveOrder::first && resend_due_) {
+    // The peer keeps what we sent on the link. Its own `downgrade`, posted before it read
+    // our word, asks for a resend from what it had consumed: taken during our leave (it can
+    // come in with the answer to our read), it must not be served, or the peer gets those
+    // bytes twice. Taken later, it finds tx_switched_ clear and is ignored.
+    LOG_DEBUG("fd=%d verbs: the peer's downgrade came in while we left first: it keeps what "
+              "we sent on the link, nothing is resent", log_fd_);
+    resend_due_ = false;
+  }
   if (order == LeaveOrder::crossed && tx_switched_ && !tx_back_on_tcp_) {
     // The peer dropped what it did not consume, as we do below: it is resent first.
     resend_from_ = peer_consumed;
@@ -1585,7 +1605,7 @@ bool Conn::send_room(int64_t end_ns) noexcept {
   }
 }
 
-bool Conn::read_peer_leave(int64_t end_ns, uint64_t* word) noexcept {
+bool Conn::read_peer_leave(int64_t end_ns, uint64_t* word, bool first_read) noexcept {
   if (!send_room(end_ns)) return false;
   ibv_sge sge{reinterpret_cast<uintptr_t>(leave_ + 1), 8, leave_mr_->lkey};
   ibv_send_wr wr{};
@@ -1604,6 +1624,9 @@ bool Conn::read_peer_leave(int64_t end_ns, uint64_t* word) noexcept {
   }
   ++sends_in_flight_;
   ++sends_posted_;
+  // A test holds an end here so that the peer's downgrade comes in with the answer
+  // (rdma_fork_both's third round).
+  if (first_read) hold_for_test("FASTSOCK_TEST_VERBS_LEAVE_READ_PAUSE_MS");
   while (!leave_read_done_) {
     progress_locked();
     if (leave_read_done_) break;
@@ -1631,16 +1654,10 @@ Conn::LeaveOrder Conn::leave_order(uint64_t* peer_consumed) noexcept {
   if (send_room(end)) post_downgrade();
   if (!peer_leave_known_ || !leave_mr_) return LeaveOrder::unknown;
   // A test holds both ends here so that each finds the other leaving (rdma_fork_both).
-  if (const char* pause = getenv("FASTSOCK_TEST_VERBS_LEAVE_PAUSE_MS")) {
-    const long ms = strtol(pause, nullptr, 10);
-    if (ms > 0 && ms <= 10'000) {
-      const timespec t{ms / 1000, (ms % 1000) * 1'000'000};
-      nanosleep(&t, nullptr);
-    }
-  }
+  hold_for_test("FASTSOCK_TEST_VERBS_LEAVE_PAUSE_MS");
   end = now_ns() + kLeaveWaitNs;
   uint64_t peer = 0;
-  if (!read_peer_leave(end, &peer)) {
+  if (!read_peer_leave(end, &peer, true)) {
     LOG_DEBUG("fd=%d verbs: cannot read the peer's leave word", log_fd_);
     return LeaveOrder::unknown;
   }

@@ -273,7 +273,8 @@ class Conn final : public CmClient {
   // if the resend cannot be written by then.
   void serve_resend_within(int fd, int64_t end_ns) noexcept;
   // Reads the peer's leave word into *word, before `end_ns`; false if the read failed.
-  bool read_peer_leave(int64_t end_ns, uint64_t* word) noexcept;
+  // `first_read`: the downgrade's first (a test hook may hold it).
+  bool read_peer_leave(int64_t end_ns, uint64_t* word, bool first_read = false) noexcept;
   // Posts our leave word's address and key (when the link comes up). Progress lock held.
   void announce_leave_word() noexcept;
 
