@@ -182,44 +182,41 @@ int take(int fd) noexcept {
   return fd;
 }
 
-int relocate(int fd) noexcept {
-  if (fd < 0) return fd;
-  const int saved_errno = errno;
-  if (fd < nofile().soft && room_above(nofile()) > 0) {
-    if (const int moved = dup_above_limit(fd); moved >= 0) {
-      real().close(fd);
-      errno = saved_errno;
-      return moved;
-    }
+namespace {
+// A close-on-exec copy of `fd` at the library's place: above the soft limit where there is
+// room (and the limit lock is free), else the lowest free number at or above the placement
+// base; -1 with errno when nothing is free there.
+int copy_to_place(int fd) noexcept {
+  if (room_above(nofile()) > 0) {
+    const int saved_errno = errno;
+    if (const int above = dup_above_limit(fd); above >= 0) return above;
+    errno = saved_errno;
   }
-  int base = placement_base();
-  if (fd < base) {
-    int moved = real().fcntl(fd, F_DUPFD_CLOEXEC, base);
-    // EINVAL: the base is at or above a limit lowered since it was read.
-    if (moved < 0 && errno == EINVAL && fd < (base = read_base()))
-      moved = real().fcntl(fd, F_DUPFD_CLOEXEC, base);
-    if (moved >= 0) {
-      real().close(fd);
-      fd = moved;
-    }
+  const int copy = real().fcntl(fd, F_DUPFD_CLOEXEC, placement_base());
+  // EINVAL: the base is at or above a limit lowered since it was read.
+  if (copy < 0 && errno == EINVAL) return real().fcntl(fd, F_DUPFD_CLOEXEC, read_base());
+  return copy;
+}
+
+// Already where copy_to_place would put it.
+bool in_place(int fd) noexcept {
+  return fd >= nofile().soft || (room_above(nofile()) == 0 && fd >= placement_base());
+}
+}  // namespace
+
+int relocate(int fd) noexcept {
+  if (fd < 0 || in_place(fd)) return fd;
+  const int saved_errno = errno;
+  if (const int moved = copy_to_place(fd); moved >= 0) {
+    real().close(fd);
+    fd = moved;
   }
   errno = saved_errno;
   return fd;
 }
 
 int dup(int fd) noexcept {
-  if (fd >= 0 && room_above(nofile()) > 0) {
-    const int saved_errno = errno;
-    if (const int above = dup_above_limit(fd); above >= 0) {
-      errno = saved_errno;
-      add(above);
-      return above;
-    }
-    errno = saved_errno;
-  }
-  int copy = real().fcntl(fd, F_DUPFD_CLOEXEC, placement_base());
-  // EINVAL: the base is at or above a limit lowered since it was read.
-  if (copy < 0 && errno == EINVAL) copy = real().fcntl(fd, F_DUPFD_CLOEXEC, read_base());
+  int copy = copy_to_place(fd);
   // EMFILE: nothing free above the base (EBADF, a bad `fd`, fails again here).
   if (copy < 0 && errno == EMFILE) copy = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
   add(copy);
