@@ -134,11 +134,13 @@ note "10.123.0.2 (local range, not an address of this host): tcp, with the reaso
 
 # 6. Another host behind a veth pair, with a fastsock bait listener on the same port here.
 other_ns_case() {
-  local ypid="" i
+  local ypid="" i ns
   start_bg other-host 60 without_fastsock unshare -n sleep 60
   for ((i = 0; i < 100; i++)); do
     ypid=$(awk '{print $1}' "/proc/$BG_PID/task/$BG_PID/children" 2>/dev/null)
-    [[ -n $ypid && $(readlink "/proc/$ypid/ns/net") != $(readlink /proc/self/ns/net) ]] && break
+    # An empty readlink (a process going away) is no proof of another namespace.
+    ns=$(readlink "/proc/$ypid/ns/net" 2>/dev/null) || ns=""
+    [[ -n $ypid && -n $ns && $ns != $(readlink /proc/self/ns/net) ]] && break
     ypid=""
     sleep 0.05
   done
@@ -149,7 +151,8 @@ other_ns_case() {
   fi
   { ip addr add 10.124.0.1/24 dev vx && ip link set vx up; } || fail "cannot set vx up"
   nsenter -t "$ypid" -n sh -c 'ip link set lo up && ip addr add 10.124.0.2/24 dev vy &&
-    ip link set vy up' || fail "cannot set vy up in the other namespace"
+    ip link set vy up' ||
+    fail "cannot set vy up in the other namespace (pid $ypid, $(readlink "/proc/$ypid/ns/net" 2>&1), here $(readlink /proc/self/ns/net); its links: $(nsenter -t "$ypid" -n ip -br link 2>&1 | tr '\n' ' '); ours: $(ip -br link | tr '\n' ' '))"
   start_server remote-server without_fastsock nsenter -t "$ypid" -n "$echo_bin" server \
     --bind 0.0.0.0 --conns 1
   local port=$PORT

@@ -118,6 +118,7 @@ class Conn final : public CmClient {
   void on_connect_response(const void* private_data, uint8_t len) noexcept override;
   int on_redirect(uint16_t port, const char** why) noexcept override;
   void on_established() noexcept override;
+  bool accepting() const noexcept override { return acceptor_; }
   void on_failed(const char* why) noexcept override;
   void on_disconnected() noexcept override;
   rdma_cm_id* on_device_removal() noexcept override;
