@@ -780,6 +780,12 @@ void Cm::unlisten(void* handle) noexcept {
     free_listener(listener);
     return;
   }
+  // Taken over from a listening process that exited (verbs_successor.cc): the listener
+  // this process had opened for its redirects, while it was a child, goes too.
+  if (Listener* own = listener->child_listener; own && own->owner == getpid()) {
+    listener->child_listener = nullptr;
+    unlisten(own);
+  }
   Cm& cm = *listener->cm;
   {
     std::lock_guard lock(cm.lock_);
