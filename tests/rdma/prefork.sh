@@ -16,6 +16,11 @@
 # accepting itself: the RDMA port, still held for the children until the next check, must
 # be given back for the new listener, whose connection goes over verbs too.
 #
+# Then `orphans`: the listening process forks two workers, which block in accept at once,
+# and exits: nobody forks after it, so the worker that accepts first must take the RDMA
+# listener over at that accept (its own connection may stay on TCP: its connect request may
+# have come before the takeover), and the other connections go over verbs.
+#
 # Then nginx as Debian runs it (`daemon on`: the process that listened exits, its child is
 # the master, which forks 2 workers): the master must take the RDMA listener over, and
 # curl's downloads, accepted by the workers, go over verbs, their checksums right.
@@ -58,6 +63,9 @@ for _ in range(2):
         while True:  # a worker: serves until the parent stops it
             echo(ls.accept()[0])
     children.append(pid)
+if mode == "orphans":
+    print("workers", *children, flush=True)
+    os._exit(0)  # the workers, blocked in accept, outlive the listening process
 if mode == "close":
     ls.close()
 # The test says when the client is done (a file): the workers are stopped then.
@@ -156,6 +164,26 @@ for mode in keep close daemon; do
     note "daemon: $(grep -m1 -o 'the listening process [0-9]* of port [0-9]* has exited.*' "$log")"
   fi
 done
+
+# orphans: the listening process exits, its workers accept.
+mode=orphans
+log=$work/$mode.log
+LD_PRELOAD="$PRELOAD" FASTSOCK_LOG_FILE=$log timeout 60 python3 "$work/server.py" \
+  "$SOFTROCE_ADDR" "$work/done" "$mode" >"$work/$mode.out" 2>&1 || fail "orphans: the server failed: $(cat "$work/$mode.out")"
+server_port "$work/$mode.out" "$mode"
+port=$PORT
+read -r -a workers < <(awk '$1 == "workers" { print $2, $3 }' "$work/$mode.out")
+((${#workers[@]} == 2)) || fail "orphans: no workers: $(cat "$work/$mode.out")"
+echo_verbs "$log" "$port" "$conns"
+kill "${workers[@]}"
+for pid in "${workers[@]}"; do wait_until 30 ended "$pid" || fail "orphans: worker $pid did not end"; done
+grep -q 'its RDMA listener is taken over here' "$log" ||
+  fail "orphans: no worker took the RDMA listener over: $(grep -E 'verbs|listen' "$log" | head -20)"
+client=$(grep -oE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ client ' "$log" | head -1 | grep -oE '[0-9]+' | head -1)
+carried=$(grep -cE "fastsock\[$client\] debug: fd=[0-9]+ carried by verbs" "$log")
+((carried >= conns - 1)) ||
+  fail "orphans: want at least $((conns - 1)) of the client's $conns connections carried by verbs, got $carried: $(grep -E 'verbs' "$log" | head -20)"
+note "orphans: $(grep -m1 -oE 'fastsock\[[0-9]+\] debug: verbs: the listening process [0-9]+ of port [0-9]+ has exited' "$log"); $carried of the client's $conns connections carried by verbs, every echo intact"
 
 # nginx, daemon on (Debian's default).
 require_cmd nginx curl sha256sum
