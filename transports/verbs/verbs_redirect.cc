@@ -19,15 +19,12 @@ bool same_key(const stats::Endpoint& local, const stats::Endpoint& peer, const T
 
 }  // namespace
 
-RedirectTable* RedirectTable::create(pid_t owner) noexcept {
+RedirectTable* RedirectTable::create() noexcept {
   // MAP_SHARED anonymous memory: shared with the children forked later, zero-filled (every
   // entry free), and no file anyone else could open.
   void* p = mmap(nullptr, sizeof(RedirectTable), PROT_READ | PROT_WRITE,
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  auto* table = new (p) RedirectTable;
-  table->owner_.store(owner, std::memory_order_release);
-  return table;
+  return p == MAP_FAILED ? nullptr : new (p) RedirectTable;
 }
 
 void RedirectTable::destroy(RedirectTable* table) noexcept {
