@@ -138,19 +138,30 @@ long vfork() {
 
 // The uid the rendezvous keys its channels by is cached (shm_process.hpp): forgotten
 // after every change, failed ones included (cheaper than deciding which failed partly).
+// The stats file follows the new effective uid (stats::before_uid_change).
 namespace {
-long uid_changed(int rc) {
+template <typename Call>
+long change_uid(uid_t new_euid, Call&& call) {
+  const unsigned old_owner = stats::before_uid_change(new_euid);
+  const int rc = call();
   const int err = errno;
+  if (rc < 0) stats::after_failed_uid_change(old_owner);
   shm::forget_effective_uid();
   return rc < 0 ? -err : rc;
 }
 }  // namespace
 
-long setuid(uid_t uid) { return uid_changed(real().setuid(uid)); }
-long seteuid(uid_t euid) { return uid_changed(real().seteuid(euid)); }
-long setreuid(uid_t ruid, uid_t euid) { return uid_changed(real().setreuid(ruid, euid)); }
+long setuid(uid_t uid) {
+  return change_uid(uid, [&] { return real().setuid(uid); });
+}
+long seteuid(uid_t euid) {
+  return change_uid(euid, [&] { return real().seteuid(euid); });
+}
+long setreuid(uid_t ruid, uid_t euid) {
+  return change_uid(euid, [&] { return real().setreuid(ruid, euid); });
+}
 long setresuid(uid_t ruid, uid_t euid, uid_t suid) {
-  return uid_changed(real().setresuid(ruid, euid, suid));
+  return change_uid(euid, [&] { return real().setresuid(ruid, euid, suid); });
 }
 
 namespace {

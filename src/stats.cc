@@ -287,4 +287,29 @@ void after_failed_exec() noexcept {
   republish_copy(CopyFrom::current);
 }
 
+namespace {
+// Gives the published file to `uid` (by path, never following a link: the file is ours,
+// made with O_EXCL | O_NOFOLLOW). Without the privilege to (a process that only switches
+// between its own uids), the file stays as it is: such a process cannot remove it at exit.
+bool give_file_to(unsigned uid) noexcept {
+  if (g_published_pid == 0 || g_published_pid != getpid()) return false;
+  char path[64];
+  area_path(g_published_pid, path, sizeof path);
+  return fchownat(AT_FDCWD, path, uid_t(uid), gid_t(-1), AT_SYMLINK_NOFOLLOW) == 0;
+}
+}  // namespace
+
+unsigned before_uid_change(unsigned new_euid) noexcept {
+  const unsigned old_euid = geteuid();
+  if (new_euid == kUnchanged || new_euid == old_euid) return kUnchanged;
+  std::lock_guard lock(g_mutex);
+  return give_file_to(new_euid) ? old_euid : kUnchanged;
+}
+
+void after_failed_uid_change(unsigned old_owner) noexcept {
+  if (old_owner == kUnchanged) return;
+  std::lock_guard lock(g_mutex);
+  (void)give_file_to(old_owner);
+}
+
 }  // namespace fastsock::stats

@@ -21,6 +21,14 @@ void before_exit() noexcept;
 void before_exec() noexcept;
 void after_failed_exec() noexcept;
 
+// set*uid: the file follows the effective uid the call is about to set (kUnchanged: none),
+// so that the process can still unlink it at exit. /dev/shm is sticky: only the file's
+// owner may remove it, and a root process that becomes `nobody` (an nginx worker) could
+// not. Returns the owner to restore if the call fails (kUnchanged: nothing to undo).
+inline constexpr unsigned kUnchanged = ~0u;
+unsigned before_uid_change(unsigned new_euid) noexcept;
+void after_failed_uid_change(unsigned old_owner) noexcept;
+
 // The path of this process's area, for messages and tests.
 void area_path(int pid, char* out, unsigned long out_len) noexcept;
 

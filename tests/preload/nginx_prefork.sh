@@ -8,7 +8,7 @@
 # must move to shm by a late attach (docs/shm-rendezvous.md, "Late attach").
 # Checked: wrk completed requests with no socket error, every request nginx logged was
 # answered 200, no worker crashed ([alert] in error.log), every download has the file's
-# sha256, late attaches happened at both ends in equal numbers (the client's "late attach:
+# sha256, no nginx process left its stats file in /dev/shm, late attaches happened at both ends in equal numbers (the client's "late attach:
 # on shm" and the server's "hello sent to the connector's offer"), and none was refused or failed.
 source "$(dirname "$0")/lib.sh"
 init_test nginx_prefork
@@ -85,8 +85,18 @@ handed=$(($(log_count "on TCP for good: epoll set") - handed_before))
 [[ $handed -gt 0 ]] || fail "no connection of a client without the library went back to the kernel's epoll"
 note "wrk without the library: $(sed -nE 's/^Requests\/sec: *//p' "$WORK/plain-wrk.out") requests/s, $handed connections handed back to the kernel's epoll"
 
+# Its processes as they end: the workers, which run as another user when started as root,
+# must remove the stats files they published as root (docs/tools.md, "stats files").
+# ($nginx_pid is `timeout`'s; the master is its child, the workers the master's.)
+master_pid=$(pgrep -P "$nginx_pid" | head -n1)
+worker_pids=$(pgrep -P "${master_pid:-0}" | tr '\n' ' ')
+[[ -n $worker_pids ]] || fail "no nginx worker found under $nginx_pid"
 kill -TERM "$nginx_pid" 2>/dev/null
 wait_bg nginx || true
+for p in $master_pid $worker_pids; do
+  [[ -e /dev/shm/fastsock-stats.$p ]] &&
+    fail "nginx process $p ($(stat -c %U /dev/shm/fastsock-stats.$p)'s file) ended and left /dev/shm/fastsock-stats.$p"
+done
 grep -qE '\[(alert|crit|emerg)\]' "$dir/error.log" &&
   fail "nginx logged: $(grep -m1 -E '\[(alert|crit|emerg)\]' "$dir/error.log")"
 awk '$9 != 200 { bad = 1 } END { exit !bad }' "$dir/access.log" &&

@@ -4,10 +4,13 @@
 // stats file, checks that the file is there, and ends with that connection open; the
 // parent reaps it and checks that /dev/shm/fastsock-stats.<child> is gone. (SIGKILL cannot
 // be handled by any library: tests/preload/shm_leaks.sh checks that `fastsock stat` removes
-// those files.)
+// those files.) Run as root, it also has children that drop to `nobody` (setuid, as nginx's
+// workers do, and seteuid) before exit(): /dev/shm is sticky, so the file they published
+// as root must have followed them to `nobody` for them to remove it.
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -15,12 +18,18 @@
 
 #include "common.h"
 
-enum way { EXIT, UNDERSCORE_EXIT, UNDERSCORE_CAPITAL_EXIT, WAYS };
-static const char* const way_names[] = {"exit()", "_exit()", "_Exit()"};
+enum way { EXIT, UNDERSCORE_EXIT, UNDERSCORE_CAPITAL_EXIT, SETUID_EXIT, SETEUID_EXIT, WAYS };
+static const char* const way_names[] = {"exit()", "_exit()", "_Exit()",
+                                        "setuid(nobody) and exit()", "seteuid(nobody) and exit()"};
+static const uid_t kNobody = 65534;
 
 int main(void) {
   prog_init("exit_paths");
   for (int w = EXIT; w < WAYS; w++) {
+    if ((w == SETUID_EXIT || w == SETEUID_EXIT) && geteuid() != 0) {
+      printf("exit_paths: %s not checked: not run as root\n", way_names[w]);
+      continue;
+    }
     for (int child_accepts = 0; child_accepts < 2; child_accepts++) {
       int child;
       int fd = fork_connected(child_accepts, &child);
@@ -33,6 +42,8 @@ int main(void) {
         switch (w) {
           case EXIT: exit(0);
           case UNDERSCORE_EXIT: _exit(0);
+          case SETUID_EXIT: SYS(setuid(kNobody)); exit(0);
+          case SETEUID_EXIT: SYS(seteuid(kNobody)); exit(0);
           default: _Exit(0);
         }
       }
