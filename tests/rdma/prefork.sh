@@ -7,12 +7,23 @@
 # over verbs in both directions, every byte comes back intact, and no connection stays on
 # TCP because its listener was inherited.
 #
-# Two rounds: `keep` (the parent keeps its listening socket) and `close` (the parent closes
+# Three rounds: `keep` (the parent keeps its listening socket), `close` (the parent closes
 # it once the children are forked, as a server that hands listening to its workers does:
-# its RDMA listener must stay while a child still listens). After `close`, the parent
-# stops its children and at once listens again on the same port, accepting itself: the
-# RDMA port, still held for the children until the next check, must be given back for the
-# new listener, whose connection goes over verbs too.
+# its RDMA listener must stay while a child still listens) and `daemon` (as daemon(3) right
+# after listen(): the listening process forks a master and exits; the master forks the
+# workers, and must take the RDMA listener over once the listening process is gone). After
+# `close`, the parent stops its children and at once listens again on the same port,
+# accepting itself: the RDMA port, still held for the children until the next check, must
+# be given back for the new listener, whose connection goes over verbs too.
+#
+# Then `orphans`: the listening process forks two workers, which block in accept at once,
+# and exits: nobody forks after it, so the worker that accepts first must take the RDMA
+# listener over at that accept (its own connection may stay on TCP: its connect request may
+# have come before the takeover), and the other connections go over verbs.
+#
+# Then nginx as Debian runs it (`daemon on`: the process that listened exits, its child is
+# the master, which forks 2 workers): the master must take the RDMA listener over, and
+# curl's downloads, accepted by the workers, go over verbs, their checksums right.
 source "$(dirname "$0")/guest_lib.sh"
 rdma_test rdma_prefork guest
 require_cmd python3
@@ -41,6 +52,10 @@ ls.bind((addr, 0))
 ls.listen(8)
 port = ls.getsockname()[1]
 print(port, flush=True)
+if mode == "daemon":
+    if os.fork() != 0:
+        os._exit(0)  # as daemon(3): the listening process is gone at once
+    print("master", os.getpid(), flush=True)
 children = []
 for _ in range(2):
     pid = os.fork()
@@ -48,6 +63,9 @@ for _ in range(2):
         while True:  # a worker: serves until the parent stops it
             echo(ls.accept()[0])
     children.append(pid)
+if mode == "orphans":
+    print("workers", *children, flush=True)
+    os._exit(0)  # the workers, blocked in accept, outlive the listening process
 if mode == "close":
     ls.close()
 # The test says when the client is done (a file): the workers are stopped then.
@@ -65,6 +83,8 @@ if mode == "close":
     echo(ls.accept()[0])
 EOF
 
+ended() { ! running "$1"; }  # for wait_until, which runs a command
+
 conns=4
 # The client waits on each connection until the library carries it over verbs, so that the
 # echo is not over before the redirected RDMA connection is up (slow under emulation).
@@ -76,7 +96,7 @@ echo_verbs() {  # echo_verbs LOG PORT CONNS
   [[ $out == "$3" ]] || fail "$mode: $out of $3 connections echoed 1 MiB intact"
 }
 
-for mode in keep close; do
+for mode in keep close daemon; do
   log=$work/$mode.log
   rm -f "$work/done"
   LD_PRELOAD="$PRELOAD" FASTSOCK_LOG_FILE=$log timeout 120 python3 "$work/server.py" \
@@ -84,6 +104,12 @@ for mode in keep close; do
   server=$!
   server_port "$work/$mode.out" "$mode"
   port=$PORT
+  if [[ $mode == daemon ]]; then
+    wait_until 30 grep -q '^master ' "$work/$mode.out" || fail "daemon: no master: $(cat "$work/$mode.out")"
+    server=$(awk '$1 == "master" { print $2 }' "$work/$mode.out")
+    wait_until 30 grep -q 'its RDMA listener is taken over here' "$log" ||
+      fail "daemon: the master did not take the RDMA listener over: $(grep -E 'verbs|listen' "$log" | head -20)"
+  fi
   start=$SECONDS
   echo_verbs "$log" "$port" "$conns"
   note "$mode: $conns connections echoed 1 MiB each, intact, through the forked children in $((SECONDS - start)) s"
@@ -94,7 +120,11 @@ for mode in keep close; do
     echo_verbs "$log" "$port" 1
     ends=$((ends + 2))
   fi
-  wait "$server" || fail "$mode: the server failed: $(cat "$work/$mode.out")"
+  if [[ $mode == daemon ]]; then
+    wait_until 60 ended "$server" || fail "daemon: the master did not end"
+  else
+    wait "$server" || fail "$mode: the server failed: $(cat "$work/$mode.out")"
+  fi
 
   ! grep -q 'inherited over fork\|no fastsock RDMA listener' "$log" ||
     fail "$mode: a connection stayed on TCP: $(grep -m1 'inherited over fork\|no fastsock RDMA listener' "$log")"
@@ -130,5 +160,77 @@ for mode in keep close; do
     fi
     note "close: the parent's RDMA listener was held for the children, then $how"
   fi
+  if [[ $mode == daemon ]]; then
+    note "daemon: $(grep -m1 -o 'the listening process [0-9]* of port [0-9]* has exited.*' "$log")"
+  fi
 done
+
+# orphans: the listening process exits, its workers accept.
+mode=orphans
+log=$work/$mode.log
+LD_PRELOAD="$PRELOAD" FASTSOCK_LOG_FILE=$log timeout 60 python3 "$work/server.py" \
+  "$SOFTROCE_ADDR" "$work/done" "$mode" >"$work/$mode.out" 2>&1 || fail "orphans: the server failed: $(cat "$work/$mode.out")"
+server_port "$work/$mode.out" "$mode"
+port=$PORT
+read -r -a workers < <(awk '$1 == "workers" { print $2, $3 }' "$work/$mode.out")
+((${#workers[@]} == 2)) || fail "orphans: no workers: $(cat "$work/$mode.out")"
+echo_verbs "$log" "$port" "$conns"
+kill "${workers[@]}"
+for pid in "${workers[@]}"; do wait_until 30 ended "$pid" || fail "orphans: worker $pid did not end"; done
+grep -q 'its RDMA listener is taken over here' "$log" ||
+  fail "orphans: no worker took the RDMA listener over: $(grep -E 'verbs|listen' "$log" | head -20)"
+client=$(grep -oE 'fastsock\[[0-9]+\] debug: fd=[0-9]+ client ' "$log" | head -1 | grep -oE '[0-9]+' | head -1)
+carried=$(grep -cE "fastsock\[$client\] debug: fd=[0-9]+ carried by verbs" "$log")
+((carried >= conns - 1)) ||
+  fail "orphans: want at least $((conns - 1)) of the client's $conns connections carried by verbs, got $carried: $(grep -E 'verbs' "$log" | head -20)"
+note "orphans: $(grep -m1 -oE 'fastsock\[[0-9]+\] debug: verbs: the listening process [0-9]+ of port [0-9]+ has exited' "$log"); $carried of the client's $conns connections carried by verbs, every echo intact"
+
+# nginx, daemon on (Debian's default).
+require_cmd nginx curl sha256sum
+log=$work/nginx.log
+mkdir -p "$work/nginx/www" "$work/nginx/tmp"
+head -c 1048576 /dev/urandom >"$work/nginx/www/file"
+chmod a+rx "$work" "$work/nginx" "$work/nginx/www"  # the workers run as nginx's user
+chmod a+r "$work/nginx/www/file"
+want=$(sha256sum <"$work/nginx/www/file")
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+cat >"$work/nginx/nginx.conf" <<EOF
+daemon on;
+master_process on;
+worker_processes 2;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log info;
+events { worker_connections 64; }
+http {
+  access_log $work/nginx/access.log;
+  client_body_temp_path $work/nginx/tmp/body;
+  proxy_temp_path $work/nginx/tmp/proxy;
+  fastcgi_temp_path $work/nginx/tmp/fastcgi;
+  uwsgi_temp_path $work/nginx/tmp/uwsgi;
+  scgi_temp_path $work/nginx/tmp/scgi;
+  default_type application/octet-stream;
+  server { listen $SOFTROCE_ADDR:$port; root $work/nginx/www; }
+}
+EOF
+LD_PRELOAD="$PRELOAD" FASTSOCK_LOG_FILE=$log timeout 60 nginx -c "$work/nginx/nginx.conf" \
+  -e "$work/nginx/error.log" || fail "nginx did not start: $(cat "$work/nginx/error.log")"
+wait_until 30 test -s "$work/nginx/nginx.pid" || fail "nginx wrote no pid file"
+master=$(cat "$work/nginx/nginx.pid")
+wait_until 30 grep -q 'its RDMA listener is taken over here' "$log" ||
+  fail "nginx: the master did not take the RDMA listener over: $(grep -E 'verbs|listen' "$log" | head -20)"
+downloads=4
+for ((i = 0; i < downloads; i++)); do
+  got=$(LD_PRELOAD="$PRELOAD" FASTSOCK_LOG_FILE=$log timeout 60 curl -sf \
+    "http://$SOFTROCE_ADDR:$port/file" | sha256sum) || fail "nginx: download $i failed"
+  [[ $got == "$want" ]] || fail "nginx: download $i has the wrong checksum"
+done
+kill "$master"
+wait_until 30 ended "$master" || fail "nginx: the master did not end"
+! grep -q 'inherited over fork\|no fastsock RDMA listener' "$log" ||
+  fail "nginx: a connection stayed on TCP: $(grep -m1 'inherited over fork\|no fastsock RDMA listener' "$log")"
+redirected=$(grep -c 'verbs: redirected to RDMA port' "$log")
+((redirected == downloads)) ||
+  fail "nginx: want $downloads redirected connect requests, got $redirected: $(grep -E 'verbs' "$log" | head -20)"
+carried=$(grep -cE 'fd=[0-9]+ carried by verbs' "$log")
+note "nginx (daemon on): the master took the RDMA listener over; $downloads downloads of 1 MiB, checksums right, each redirected to the worker that accepted it; $carried ends carried by verbs before their download ended"
 note "PASS"

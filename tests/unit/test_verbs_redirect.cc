@@ -1,6 +1,7 @@
 // The redirect table of pre-forking servers (transports/verbs/verbs_redirect.hpp): what a
 // child publishes the listening process takes, once, by the exact 4-tuple; a full table
-// refuses; entries nobody took are reused after kStaleNs; it is shared over fork.
+// refuses; entries nobody took are reused after kStaleNs; it is shared over fork; its owner
+// passes to one of two children that both found it gone.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -28,7 +29,7 @@ TcpKey key(uint16_t peer_port, const char* peer = "10.0.0.2") {
 }
 
 struct Table {
-  RedirectTable* t = RedirectTable::create();
+  RedirectTable* t = RedirectTable::create(getpid());
   ~Table() { RedirectTable::destroy(t); }
 };
 
@@ -73,4 +74,30 @@ TEST_CASE("a forked child's redirect reaches the parent") {
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   CHECK(table.t->take(key(40000)) == 61000);
+}
+
+TEST_CASE("the owner passes to one child only, and only from the owner it names") {
+  Table table;
+  REQUIRE(table.t != nullptr);
+  CHECK(table.t->owner() == getpid());
+  const pid_t gone = getpid();
+  int status[2];
+  pid_t children[2];
+  for (int i = 0; i < 2; ++i) {
+    children[i] = fork();
+    REQUIRE(children[i] >= 0);
+    if (children[i] == 0) _exit(table.t->pass_owner(gone, getpid()) ? 0 : 1);
+  }
+  int passed = 0;
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(waitpid(children[i], &status[i], 0) == children[i]);
+    REQUIRE(WIFEXITED(status[i]));
+    passed += WEXITSTATUS(status[i]) == 0;
+  }
+  CHECK(passed == 1);
+  const pid_t now = table.t->owner();
+  CHECK((now == children[0] || now == children[1]));
+  CHECK_FALSE(table.t->pass_owner(gone, getpid()));  // no longer the owner it names
+  CHECK(table.t->pass_owner(now, gone));  // given back, as a failed takeover does
+  CHECK(table.t->owner() == gone);
 }

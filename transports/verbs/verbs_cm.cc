@@ -41,6 +41,8 @@ constexpr int64_t kRemovalRescanNs = 10'000'000'000;
 // Devices whose asynchronous events (the receive pool's limit) the service watches; a host
 // has one or two.
 constexpr nfds_t kMaxWatchedContexts = 8;
+// The bells of listeners taken over from an exited process (check_inherited) it polls.
+constexpr nfds_t kMaxAdoptedBells = 8;
 
 int64_t now_ns() noexcept {
   timespec ts;
@@ -196,6 +198,8 @@ Cm* Cm::start(const char** why) noexcept {
 }
 
 void Cm::fork_prepare() noexcept {
+  check_inherited();  // the child inherits a listener that is answered (or watched)
+  inherited_lock_.lock();
   g_start_lock.lock();
   if (Cm* cm = g_cm.load(std::memory_order_acquire)) {
     cm->lock_.lock();
@@ -213,7 +217,7 @@ void Cm::prepare_redirects_locked() noexcept {
   const pid_t self = getpid();
   for (Listener* l : listeners_) {
     if (!l->for_children || l->owner != self || l->redirects) continue;
-    l->redirects = RedirectTable::create();
+    l->redirects = RedirectTable::create(self);
     if (l->owner_bell < 0) {
       l->owner_bell = internal_fds::dup(bell_);
     }
@@ -229,6 +233,7 @@ void Cm::prepare_redirects_locked() noexcept {
 void Cm::fork_parent() noexcept {
   if (Cm* cm = g_cm.load(std::memory_order_acquire)) cm->lock_.unlock();
   g_start_lock.unlock();
+  inherited_lock_.unlock();
 }
 
 // The parent's service is not the child's: its thread is gone, and its event channel and
@@ -238,6 +243,7 @@ void Cm::fork_parent() noexcept {
 // its own service on first use.
 void Cm::fork_child() noexcept {
   if (Cm* cm = g_cm.load(std::memory_order_acquire)) {
+    inherit_listeners(*cm);
     for (Context& c : cm->contexts_)
       for (CmClient* user : c.users) user->forget_after_fork();
     cm->diag_.close();  // the parent's: its replies must not reach the child
@@ -248,6 +254,7 @@ void Cm::fork_child() noexcept {
   }
   g_start_tried = false;
   g_start_lock.unlock();
+  inherited_lock_.unlock();
 }
 
 namespace {
@@ -264,12 +271,27 @@ void Cm::run() noexcept {
       std::lock_guard lock(lock_);
       timed = !parked_.empty() || !closing_.empty();
     }
-    pollfd p[2 + kMaxWatchedContexts] = {{channel_->fd, POLLIN, 0}, {bell_, POLLIN, 0}};
+    // The channel, our bell, the devices' async events, the bells of listeners taken over
+    // (their children ring them) and the pidfds of inherited listeners' owners.
+    pollfd p[2 + kMaxWatchedContexts + kMaxAdoptedBells + kMaxInherited] = {
+        {channel_->fd, POLLIN, 0}, {bell_, POLLIN, 0}};
     nfds_t watched = 2;
     {
       std::lock_guard lock(lock_);
       for (const Context& c : contexts_)
         if (watched < 2 + kMaxWatchedContexts) p[watched++] = pollfd{c.context->async_fd, POLLIN, 0};
+    }
+    const nfds_t contexts_end = watched;
+    {
+      std::lock_guard lock(lock_);
+      for (const Listener* l : listeners_)
+        if (l->adopted && watched < contexts_end + kMaxAdoptedBells)
+          p[watched++] = pollfd{l->owner_bell, POLLIN, 0};
+    }
+    const nfds_t bells_end = watched;
+    {
+      std::lock_guard inherited(inherited_lock_);
+      watched += inherited_pidfds_locked(p + watched, kMaxInherited);
     }
     const int n = real().poll(p, watched, removal_until_ns_ ? 100 : timed ? 1000 : -1);
     if (n < 0 && errno != EINTR) return;
@@ -277,13 +299,27 @@ void Cm::run() noexcept {
       uint64_t rings;
       (void)!real().read(bell_, &rings, sizeof rings);
     }
-    if (n > 0 && watched > 2) {
+    if (n > 0) {
       std::lock_guard lock(lock_);
-      for (nfds_t i = 2; i < watched; ++i) {
+      for (nfds_t i = 2; i < contexts_end; ++i) {
         if (!p[i].revents) continue;
         for (Context& c : contexts_)
           if (c.context->async_fd == p[i].fd) take_async_events(c);
       }
+      // Read only while the listener still has it: a closed one's number may be reused.
+      for (nfds_t i = contexts_end; i < bells_end; ++i) {
+        if (!p[i].revents) continue;
+        for (const Listener* l : listeners_) {
+          if (!l->adopted || l->owner_bell != p[i].fd) continue;
+          uint64_t rings;
+          (void)!real().read(l->owner_bell, &rings, sizeof rings);
+        }
+      }
+    }
+    for (nfds_t i = bells_end; n > 0 && i < watched; ++i) {
+      if (!p[i].revents) continue;
+      check_inherited();  // an owner exited
+      break;
     }
     while (n > 0) {
       // Taken and acknowledged under the lock, so that fork (which holds it) never
@@ -671,8 +707,8 @@ void* Cm::listen(const stats::Endpoint& local, uint64_t tcp_cookie, const char**
   return l;
 }
 
-Cm::Listener* Cm::open_listener(const stats::Endpoint& local, bool for_children,
-                                const char** why) noexcept {
+rdma_cm_id* Cm::bind_listener(const stats::Endpoint& local, bool* any_address,
+                              const char** why) noexcept {
   ReentryGuard guard;
   rdma_cm_id* id = nullptr;
   if (lib_->rdma_create_id(channel_, &id, nullptr, RDMA_PS_TCP) != 0) {
@@ -682,9 +718,8 @@ Cm::Listener* Cm::open_listener(const stats::Endpoint& local, bool for_children,
   // A loopback listener is reached through this host's RDMA address (see connect), so it
   // listens on every address, like a wildcard one.
   stats::Endpoint bind_ep = canonical_endpoint(local);
-  if (is_loopback(bind_ep) || is_wildcard(bind_ep)) {
-    memset(bind_ep.addr, 0, sizeof bind_ep.addr);
-  }
+  *any_address = is_loopback(bind_ep) || is_wildcard(bind_ep);
+  if (*any_address) memset(bind_ep.addr, 0, sizeof bind_ep.addr);
   sockaddr_storage addr;
   if (sockaddr_from(bind_ep, addr) == 0 ||
       lib_->rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)) != 0) {
@@ -692,25 +727,35 @@ Cm::Listener* Cm::open_listener(const stats::Endpoint& local, bool for_children,
     lib_->rdma_destroy_id(id);
     return nullptr;
   }
+  if (lib_->rdma_listen(id, 128) != 0) {
+    *why = "rdma_listen failed";
+    lib_->rdma_destroy_id(id);
+    return nullptr;
+  }
+  return id;
+}
+
+Cm::Listener* Cm::open_listener(const stats::Endpoint& local, bool for_children,
+                                const char** why) noexcept {
+  bool any_address = false;
+  rdma_cm_id* id = bind_listener(local, &any_address, why);
+  if (!id) return nullptr;
   auto* listener = new (std::nothrow)
-      Listener{this, id, getpid(), canonical_endpoint(local), is_loopback(bind_ep) || is_wildcard(bind_ep), 0};
-  if (!listener || lib_->rdma_listen(id, 128) != 0) {
-    *why = listener ? "rdma_listen failed" : "out of memory";
-    free_listener(listener);
-    lib_->rdma_destroy_id(id);
-    return nullptr;
+      Listener{this, id, getpid(), canonical_endpoint(local), any_address, 0};
+  if (listener) {
+    listener->for_children = for_children;
+    std::lock_guard lock(lock_);
+    try {
+      listeners_.push_back(listener);
+      return listener;
+    } catch (...) {
+    }
   }
-  listener->for_children = for_children;
-  std::lock_guard lock(lock_);
-  try {
-    listeners_.push_back(listener);
-  } catch (...) {
-    *why = "out of memory";
-    free_listener(listener);
-    lib_->rdma_destroy_id(id);
-    return nullptr;
-  }
-  return listener;
+  *why = "out of memory";
+  free_listener(listener);
+  ReentryGuard guard;
+  lib_->rdma_destroy_id(id);
+  return nullptr;
 }
 
 void Cm::free_listener(Listener* l) noexcept {
@@ -726,9 +771,20 @@ void Cm::unlisten(void* handle) noexcept {
   if (listener->owner != getpid()) {
     // Inherited over fork: the listener is the parent's to destroy; this process's own
     // listener for redirects, its view of the table and its copy of the bell go.
+    {
+      std::lock_guard inherited(inherited_lock_);
+      for (int i = 0; i < inherited_count_; ++i)
+        if (inherited_[i].l == listener) drop_inherited_locked(i--);
+    }
     if (Listener* own = listener->child_listener; own && own->owner == getpid()) unlisten(own);
     free_listener(listener);
     return;
+  }
+  // Taken over from a listening process that exited (verbs_successor.cc): the listener
+  // this process had opened for its redirects, while it was a child, goes too.
+  if (Listener* own = listener->child_listener; own && own->owner == getpid()) {
+    listener->child_listener = nullptr;
+    unlisten(own);
   }
   Cm& cm = *listener->cm;
   {

@@ -10,6 +10,7 @@
 // first listener or connector of the process that may use verbs.
 #pragma once
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cstdint>
@@ -133,6 +134,15 @@ class Cm {
                            RecvPool** pool) noexcept;
   void release_context(ibv_context* context, CmClient* user) noexcept;
 
+  // A pre-forking server whose listening process exits while its children still listen
+  // on the socket (a daemon that listens, forks and exits: nginx by default;
+  // verbs_successor.cc). Each listener this process inherited is checked: one whose owner
+  // has exited is taken over here (its RDMA port listened again, this process the redirect
+  // table's owner); one whose owner lives is watched by the service (a pidfd), to be taken
+  // over when it exits. Called before a fork and when a connection is accepted on an
+  // inherited listener; cheap when there is nothing inherited.
+  static void check_inherited() noexcept;
+
   // Registered with the core's fork hook (src/process.hpp): the service's lock is held
   // across fork, and the child drops the parent's service to start its own on first use.
   static void fork_prepare() noexcept;
@@ -206,7 +216,40 @@ class Cm {
     bool diag_finds = false;
     bool held = false;
     int64_t next_check_ns = 0;
+    // Taken over from a listening process that exited (verbs_successor.cc): its
+    // `owner_bell` is that process's bell, which the children still ring, and which the
+    // service here polls.
+    bool adopted = false;
   };
+  // A listener inherited over fork whose socket this process holds: taken over if its
+  // owner exits (check_inherited). `watched`: the owner `pidfd` refers to (-1: none).
+  struct Inherited {
+    Listener* l;
+    pid_t watched;
+    int pidfd;
+    bool gave_up;  // the takeover failed for another reason than a sibling's: not retried
+  };
+  static constexpr int kMaxInherited = 16;
+  // Lock order: inherited_lock_, then g_start_lock (verbs_cm.cc), then a service's lock_.
+  static std::mutex inherited_lock_;
+  static Inherited inherited_[kMaxInherited];  // under inherited_lock_
+  static int inherited_count_;                 // under inherited_lock_
+  // In a forked child (the locks held across the fork): the parent's own listeners for
+  // children are inherited here.
+  static void inherit_listeners(const Cm& parent) noexcept;
+  // Under inherited_lock_: whether the owner of entry `in` has exited; if not, this
+  // service watches it.
+  bool owner_gone_locked(Inherited& in) noexcept;
+  // Under inherited_lock_: takes `l` over from its exited owner `gone`; false if a sibling
+  // did first, or it failed (`*retry` false then).
+  bool adopt_locked(Listener* l, pid_t gone, bool* retry) noexcept;
+  static void drop_inherited_locked(int index) noexcept;
+  // Under inherited_lock_: the owners' pidfds the service polls; how many.
+  static nfds_t inherited_pidfds_locked(pollfd* out, nfds_t room) noexcept;
+  // An RDMA listener on `local` (port 0: one the kernel picks), not registered anywhere;
+  // *any_address: it listens on every RDMA address.
+  rdma_cm_id* bind_listener(const stats::Endpoint& local, bool* any_address,
+                            const char** why) noexcept;
   // A new listener on `local` (port 0: one the kernel picks); `for_children`: it gets a
   // redirect table and bell before a fork (see Listener). Registered in listeners_.
   // Before a fork (lock_ held): each of this process's listeners for children gets its

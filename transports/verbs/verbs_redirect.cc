@@ -19,12 +19,15 @@ bool same_key(const stats::Endpoint& local, const stats::Endpoint& peer, const T
 
 }  // namespace
 
-RedirectTable* RedirectTable::create() noexcept {
+RedirectTable* RedirectTable::create(pid_t owner) noexcept {
   // MAP_SHARED anonymous memory: shared with the children forked later, zero-filled (every
   // entry free), and no file anyone else could open.
   void* p = mmap(nullptr, sizeof(RedirectTable), PROT_READ | PROT_WRITE,
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : new (p) RedirectTable;
+  if (p == MAP_FAILED) return nullptr;
+  auto* table = new (p) RedirectTable;
+  table->owner_.store(owner, std::memory_order_release);
+  return table;
 }
 
 void RedirectTable::destroy(RedirectTable* table) noexcept {

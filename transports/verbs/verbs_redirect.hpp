@@ -12,6 +12,8 @@
 // still checked before use, and a malformed one is never taken.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -29,8 +31,9 @@ class RedirectTable {
   // of its TCP connect.
   static constexpr int64_t kStaleNs = 1'000'000'000;
 
-  // A new table in shared memory (nullptr if it cannot be mapped). Inherited over fork.
-  static RedirectTable* create() noexcept;
+  // A new table in shared memory (nullptr if it cannot be mapped), answered by `owner`'s
+  // RDMA listener. Inherited over fork.
+  static RedirectTable* create(pid_t owner) noexcept;
   // Unmaps this process's view (children keep theirs).
   static void destroy(RedirectTable* table) noexcept;
 
@@ -39,6 +42,16 @@ class RedirectTable {
   bool publish(const TcpKey& key, uint16_t port, int64_t now_ns) noexcept;
   // Listener: the port published for `key`, the entry freed; 0 when none.
   uint16_t take(const TcpKey& key) noexcept;
+
+  // The process whose RDMA listener answers the requests (Cm::Listener's owner): the one
+  // that listened, or the child that took its listener over once it exited
+  // (verbs_successor.cc).
+  pid_t owner() const noexcept { return owner_.load(std::memory_order_acquire); }
+  // Makes `to` the owner if `from` still is; false if another process changed it first
+  // (two children that both found the owner gone: one takes the listener over).
+  bool pass_owner(pid_t from, pid_t to) noexcept {
+    return owner_.compare_exchange_strong(from, to, std::memory_order_acq_rel);
+  }
 
  private:
   // An entry being written or taken by a process killed at that moment stays so: one entry
@@ -52,6 +65,7 @@ class RedirectTable {
     stats::Endpoint peer;
   };
   static_assert(sizeof(Entry) == 64);
+  std::atomic<pid_t> owner_;
   Entry entries_[kEntries];
 };
 

@@ -68,11 +68,6 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
       snprintf(why, why_len, "the listener has no RDMA listener");
       return -ENOENT;
     }
-    // A pre-forking server: the child accepts on the parent's socket, but the RDMA
-    // listener, and every connect request that arrives on it, is the parent's, which
-    // redirects the request to a listener of this process (Cm::redirect_here).
-    const bool inherited =
-        side == Side::server && !verbs::Cm::listens_here(listener->listen_state[kVerbs]);
     if (!fd_budget::room_for_link(s.slot->fd)) {
       snprintf(why, why_len, "%s", fd_budget::kNoRoomReason);
       return -EMFILE;
@@ -81,6 +76,15 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
     if (!cm) {
       snprintf(why, why_len, "%s", reason);
       return -ENODEV;
+    }
+    // A pre-forking server: the child accepts on the parent's socket, but the RDMA
+    // listener, and every connect request that arrives on it, is the parent's, which
+    // redirects the request to a listener of this process (Cm::redirect_here) — unless
+    // the parent has exited, and this process takes its listener over.
+    bool inherited = side == Side::server && !verbs::Cm::listens_here(listener->listen_state[kVerbs]);
+    if (inherited) {
+      verbs::Cm::check_inherited();
+      inherited = !verbs::Cm::listens_here(listener->listen_state[kVerbs]);
     }
     verbs::TcpKey key{};
     key.peer = s.slot->peer;
