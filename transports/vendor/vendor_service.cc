@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -24,6 +23,7 @@
 #include "log.hpp"
 #include "process.hpp"
 #include "real.hpp"
+#include "service_thread.hpp"
 #include "vendor_probe.hpp"
 
 namespace fastsock::vendors {
@@ -148,24 +148,9 @@ Service* Service::get(size_t index, const char** why) noexcept {
   internal_fds::add(bell);
   internal_fds::add(tick);
   auto* s = new (std::nothrow) Service(index, &lib, bell, tick);
-  pthread_t thread;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  // Signals are the application's business: the service thread takes none.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  const int rc = !s ? ENOMEM
-                    : pthread_create(
-                          &thread, &attr,
-                          [](void* self) -> void* {
-                            static_cast<Service*>(self)->run();
-                            return nullptr;
-                          },
-                          s);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  pthread_attr_destroy(&attr);
+  const int rc =
+      !s ? ENOMEM
+         : start_service_thread([](void* self) { static_cast<Service*>(self)->run(); }, s);
   if (rc != 0) {
     *why = "cannot start the vendor service thread";
     internal_fds::close(bell);

@@ -23,6 +23,7 @@
 #include "log.hpp"
 #include "process.hpp"
 #include "real.hpp"
+#include "service_thread.hpp"
 #include "verbs_claim.hpp"
 
 namespace fastsock::verbs {
@@ -169,22 +170,7 @@ Cm* Cm::start(const char** why) noexcept {
   internal_fds::add(channel->fd);
   internal_fds::add(bell);
   internal_fds::add(always_ready);
-  pthread_t thread;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  // Signals are the application's business: the service thread takes none.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  const int rc = pthread_create(
-      &thread, &attr, [](void* self) -> void* {
-        static_cast<Cm*>(self)->run();
-        return nullptr;
-      },
-      cm);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  pthread_attr_destroy(&attr);
+  const int rc = start_service_thread([](void* self) { static_cast<Cm*>(self)->run(); }, cm);
   if (rc != 0) {
     *why = "cannot start the connection-manager thread";
     internal_fds::remove(channel->fd);
