@@ -126,61 +126,110 @@ constexpr const char* kPortTaken = "the RDMA port is taken (another listener on 
 
 }  // namespace
 
-Cm* Cm::get(const char** why) noexcept {
-  if (Cm* cm = g_cm.load(std::memory_order_acquire)) return cm;
-  std::lock_guard starting(g_start_lock);
-  if (!g_start_tried) {
-    g_start_tried = true;
-    g_start_failure = nullptr;
-    ReentryGuard guard;
-    if (Cm* cm = start(&g_start_failure)) g_cm.store(cm, std::memory_order_release);
-  }
+Cm* Cm::get_started(const char** why) noexcept {
   Cm* cm = g_cm.load(std::memory_order_acquire);
-  if (!cm && why) *why = g_start_failure ? g_start_failure : "unavailable";
+  if (!cm) {
+    std::lock_guard starting(g_start_lock);
+    if (!g_start_tried) {
+      g_start_tried = true;
+      g_start_failure = nullptr;
+      ReentryGuard guard;
+      if (Cm* started = start(&g_start_failure)) g_cm.store(started, std::memory_order_release);
+    }
+    cm = g_cm.load(std::memory_order_acquire);
+    if (!cm) {
+      if (why) *why = g_start_failure ? g_start_failure : "unavailable";
+      return nullptr;
+    }
+  }
+  if (cm->channel_state_.load(std::memory_order_acquire) == Channel::failed) {
+    if (why) *why = cm->failure_;
+    return nullptr;
+  }
   return cm;
+}
+
+Cm* Cm::get(const char** why) noexcept {
+  Cm* cm = get_started(why);
+  if (!cm) return nullptr;
+  // Never under g_start_lock: the service holds it while it opens the channel.
+  cm->channel_state_.wait(Channel::opening, std::memory_order_acquire);
+  return cm->usable(why) ? cm : nullptr;
+}
+
+bool Cm::usable(const char** why) const noexcept {
+  if (channel_state_.load(std::memory_order_acquire) == Channel::open) return true;
+  if (why) *why = failure_ ? failure_ : "the RDMA connection manager is not open yet";
+  return false;
 }
 
 Cm* Cm::start(const char** why) noexcept {
   const Lib* l = verbs::lib(why);
   if (!l) return nullptr;
-  rdma_event_channel* channel = l->rdma_create_event_channel();
-  if (!channel) {
-    *why = "cannot open the RDMA connection manager (/dev/infiniband/rdma_cm)";
-    return nullptr;
-  }
-  // Non-blocking: the service takes events under its lock, which must never wait on I/O.
-  const int flags = real().fcntl(channel->fd, F_GETFL);
-  if (flags < 0 || real().fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-    *why = "cannot make the RDMA event channel non-blocking";
-    l->rdma_destroy_event_channel(channel);
-    return nullptr;
-  }
   // Not interposed calls; registered below.
   const int bell = internal_fds::relocate(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   const int always_ready = internal_fds::relocate(eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK));
-  Cm* cm = bell >= 0 && always_ready >= 0 ? new (std::nothrow) Cm(l, channel, bell, always_ready)
-                                          : nullptr;
+  Cm* cm = bell >= 0 && always_ready >= 0 ? new (std::nothrow) Cm(l, bell, always_ready) : nullptr;
   if (!cm) {
     *why = bell >= 0 && always_ready >= 0 ? "out of memory" : "no descriptor for the service's bell";
     if (bell >= 0) real().close(bell);
     if (always_ready >= 0) real().close(always_ready);
-    l->rdma_destroy_event_channel(channel);
     return nullptr;
   }
-  internal_fds::add(channel->fd);
   internal_fds::add(bell);
   internal_fds::add(always_ready);
   const int rc = start_service_thread([](void* self) { static_cast<Cm*>(self)->run(); }, cm);
   if (rc != 0) {
     *why = "cannot start the connection-manager thread";
-    internal_fds::remove(channel->fd);
     internal_fds::close(bell);
     internal_fds::close(always_ready);
-    l->rdma_destroy_event_channel(channel);
     delete cm;
     return nullptr;
   }
   return cm;
+}
+
+bool Cm::open_channel() noexcept {
+  const char* failure = nullptr;
+  rdma_event_channel* channel;
+  {
+    // Held while librdmacm initialises (its first call opens every device under its own
+    // lock): fork_prepare takes it too, so no child inherits librdmacm's lock taken.
+    std::lock_guard starting(g_start_lock);
+    channel = lib_->rdma_create_event_channel();
+    if (!channel) {
+      failure = "cannot open the RDMA connection manager (/dev/infiniband/rdma_cm)";
+    } else {
+      // Non-blocking: the service takes events under its lock, which must never wait on I/O.
+      const int flags = real().fcntl(channel->fd, F_GETFL);
+      if (flags < 0 || real().fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        failure = "cannot make the RDMA event channel non-blocking";
+        lib_->rdma_destroy_event_channel(channel);
+        channel = nullptr;
+      }
+    }
+  }
+  std::lock_guard lock(lock_);
+  if (channel) {
+    internal_fds::add(channel->fd);
+    channel_ = channel;
+  } else {
+    failure_ = failure;
+    LOG_DEBUG("verbs: %s: this process's connections stay on TCP", failure);
+  }
+  channel_state_.store(channel ? Channel::open : Channel::failed, std::memory_order_release);
+  channel_state_.notify_all();
+  for (const QueuedConnect& q : queued_) {
+    rdma_cm_id* id = nullptr;
+    const char* why = failure;
+    if (channel && connect_now(q.client, q.src, q.dst, &id, &why) == 0)
+      q.client->on_connect_started(id);
+    else
+      q.client->on_failed(why);
+  }
+  queued_.clear();
+  queued_.shrink_to_fit();
+  return channel != nullptr;
 }
 
 void Cm::fork_prepare() noexcept {
@@ -234,7 +283,7 @@ void Cm::fork_child() noexcept {
       for (CmClient* user : c.users) user->forget_after_fork();
     cm->diag_.close();  // the parent's: its replies must not reach the child
     cm->lock_.unlock();
-    internal_fds::close(cm->channel_->fd);
+    if (cm->channel_) internal_fds::close(cm->channel_->fd);
     internal_fds::close(cm->bell_);
     g_cm.store(nullptr, std::memory_order_release);
   }
@@ -251,6 +300,7 @@ const bool g_fork_registered =
 void Cm::run() noexcept {
   ReentryGuard guard;  // everything this thread does is the library's own work
   pthread_setname_np(pthread_self(), "fastsock-rdmacm");
+  if (!open_channel()) return;
   for (;;) {
     bool timed;  // something expires: wake up at least every second
     {
@@ -813,6 +863,27 @@ bool Cm::listens_here(const void* handle) noexcept {
 
 int Cm::connect(CmClient* client, const stats::Endpoint& src, const stats::Endpoint& dst,
                 rdma_cm_id** id_out, const char** why) noexcept {
+  switch (channel_state_.load(std::memory_order_acquire)) {
+    case Channel::open:
+      return connect_now(client, src, dst, id_out, why);
+    case Channel::failed:
+      *why = failure_;
+      return -ENODEV;
+    case Channel::opening:
+      break;
+  }
+  try {
+    queued_.push_back(QueuedConnect{client, src, dst});
+  } catch (...) {
+    *why = "out of memory";
+    return -ENOMEM;
+  }
+  *id_out = nullptr;
+  return 0;
+}
+
+int Cm::connect_now(CmClient* client, const stats::Endpoint& src, const stats::Endpoint& dst,
+                    rdma_cm_id** id_out, const char** why) noexcept {
   ReentryGuard guard;
   sockaddr_storage addr;
   // The source: the TCP connection's address, port left to the RDMA CM. Without it the
@@ -968,6 +1039,11 @@ void Cm::forget(CmClient* client, rdma_cm_id* id) noexcept {
   for (size_t i = 0; i < waiting_.size(); ++i) {
     if (waiting_[i].client != client) continue;
     waiting_.erase(waiting_.begin() + long(i));
+    break;
+  }
+  for (size_t i = 0; i < queued_.size(); ++i) {
+    if (queued_[i].client != client) continue;
+    queued_.erase(queued_.begin() + long(i));
     break;
   }
   if (id) id->context = nullptr;

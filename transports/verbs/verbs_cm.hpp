@@ -7,12 +7,15 @@
 // is inside a socket call at that moment (a server blocked in epoll_wait on other sockets
 // must not stall a connector), and a connector's resolution steps arrive as events. The
 // thread sleeps in poll() on the channel; an idle process pays nothing. It starts with the
-// first listener or connector of the process that may use verbs.
+// first listener or connector of the process that may use verbs, and opens the event
+// channel itself: librdmacm's first call in a process opens every RDMA device (about
+// 100 ms in the Soft-RoCE VM), which a connector's connect() does not wait for.
 #pragma once
 
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -37,6 +40,9 @@ class CmClient {
   // Return 0 or -errno with `why` (the service rejects then). on_request: the client owns
   // `id` from the call on, refused or not, and destroys it when it goes.
   virtual int on_route(rdma_cm_id* id, const char** why) noexcept = 0;
+  // Connector whose Cm::connect was queued while the service opened its channel: its
+  // resolution has started on `id` (the client owns it, as Cm::connect's id_out).
+  virtual void on_connect_started(rdma_cm_id* id) noexcept = 0;
   virtual int on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept = 0;
   // Connector: the acceptor's answer (its private data); the connection is to be made
   // ready and established (rdma_establish), or failed.
@@ -80,7 +86,11 @@ class Cm {
   // be used here (no library, no device, no channel). A forked child starts its own: the
   // parent's thread is not in the child, and the parent's listeners and connection ids
   // stay the parent's (the child never destroys them, it only forgets them).
+  // Waits until the service's event channel is open (listeners need it at once).
   static Cm* get(const char** why) noexcept;
+  // The same without waiting for the channel (a connector: Cm::connect queues meanwhile);
+  // nullptr only once the service is known to be unusable.
+  static Cm* get_started(const char** why) noexcept;
 
   std::mutex& lock() noexcept { return lock_; }
 
@@ -102,7 +112,9 @@ class Cm {
   // Connector: starts resolving `dst` from `src`, the TCP connection's own address, so
   // that the request leaves from the address the acceptor knows the connector by
   // (verbs_claim.hpp); a loopback destination is reached through this host's RDMA address,
-  // from that address. The client hears the outcome. 0 or -errno with `why`.
+  // from that address. The client hears the outcome. 0 or -errno with `why`. While the
+  // service still opens its channel the request is queued (*id_out stays null) and the
+  // client hears on_connect_started or on_failed once it is open. Under lock().
   int connect(CmClient* client, const stats::Endpoint& src, const stats::Endpoint& dst,
               rdma_cm_id** id_out, const char** why) noexcept;
 
@@ -150,10 +162,18 @@ class Cm {
   static void fork_child() noexcept;
 
  private:
-  Cm(const Lib* lib, rdma_event_channel* channel, int bell, int always_ready)
-      : lib_(lib), channel_(channel), bell_(bell), always_ready_(always_ready) {}
+  Cm(const Lib* lib, int bell, int always_ready)
+      : lib_(lib), bell_(bell), always_ready_(always_ready) {}
   static Cm* start(const char** why) noexcept;  // a new service, its thread running
   void run() noexcept;
+  // Service thread, first thing: opens the event channel and starts the queued connects.
+  // False (the reason in failure_) if the channel cannot be opened.
+  bool open_channel() noexcept;
+  // The channel is open (or can never be): `why` if not usable.
+  bool usable(const char** why) const noexcept;
+  // Under lock_ with the channel open.
+  int connect_now(CmClient* client, const stats::Endpoint& src, const stats::Endpoint& dst,
+                  rdma_cm_id** id_out, const char** why) noexcept;
   // Under lock_: handles one event; returns an id to destroy once the event is acknowledged.
   rdma_cm_id* dispatch(rdma_cm_event* event) noexcept;
   // Under lock_: false when the request was rejected and nobody holds its id (the caller
@@ -277,7 +297,15 @@ class Cm {
   bool release_held(uint16_t port) noexcept;
 
   const Lib* lib_;
-  rdma_event_channel* channel_;
+  enum class Channel : int { opening, open, failed };
+  std::atomic<Channel> channel_state_{Channel::opening};  // waited on by get()
+  rdma_event_channel* channel_ = nullptr;  // set once, under lock_, when it opens
+  const char* failure_ = nullptr;          // why it did not
+  struct QueuedConnect {  // a connector's request made while the channel was opening
+    CmClient* client;
+    stats::Endpoint src, dst;
+  };
+  std::vector<QueuedConnect> queued_;  // under lock_
   int bell_;  // eventfd: wakes the service (a closed listener to time)
   int always_ready_;
   std::mutex lock_;

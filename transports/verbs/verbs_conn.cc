@@ -410,6 +410,11 @@ int Conn::on_route(rdma_cm_id* id, const char** why) noexcept {
   return 0;
 }
 
+void Conn::on_connect_started(rdma_cm_id* id) noexcept {
+  std::lock_guard lock(progress_lock_);
+  id_ = id;
+}
+
 int Conn::on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept {
   std::lock_guard lock(progress_lock_);
   // The id is ours from here, also when we refuse it (the Cm rejects it then): we destroy

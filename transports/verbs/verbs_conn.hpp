@@ -114,6 +114,7 @@ class Conn final : public CmClient {
 
   // CmClient (service thread, under Cm::lock()).
   int on_route(rdma_cm_id* id, const char** why) noexcept override;
+  void on_connect_started(rdma_cm_id* id) noexcept override;
   int on_request(rdma_cm_id* id, const ConnectData& data, const char** why) noexcept override;
   void on_connect_response(const void* private_data, uint8_t len) noexcept override;
   int on_redirect(uint16_t port, const char** why) noexcept override;

@@ -72,7 +72,9 @@ class VerbsTransport final : public ConnTransport<VerbsTransport, verbs::Conn> {
       snprintf(why, why_len, "%s", fd_budget::kNoRoomReason);
       return -EMFILE;
     }
-    verbs::Cm* cm = verbs::Cm::get(&reason);
+    // A connector does not wait for a service still opening its channel (a new process's
+    // first connection: about 100 ms in the Soft-RoCE VM); its connect request is queued.
+    verbs::Cm* cm = side == Side::client ? verbs::Cm::get_started(&reason) : verbs::Cm::get(&reason);
     if (!cm) {
       snprintf(why, why_len, "%s", reason);
       return -ENODEV;
